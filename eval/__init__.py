@@ -1,0 +1,1 @@
+"""Sampling and scoring: the sampler backends, estimators such as pass@k, and the evaluation runner."""
