@@ -1,0 +1,70 @@
+"""Fixtures shared by the whole suite: the tiny model and task data, built once per test run.
+
+Tests run offline, on the CPU, with bf16 and gradient checkpointing off (TRL turns both on by default;
+on a CPU they only cost time). Under pytest-xdist the workers share one build, guarded by a file lock.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from pathlib import Path
+
+import pytest
+from filelock import FileLock
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory, worker_id) -> Path:
+    """A folder common to all xdist workers of this run (and private to the run)."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
+
+
+def build_once(shared_dir: Path, name: str, build) -> Path:
+    """Run `build(target)` once per test run, whichever worker asks first; the others wait and reuse it."""
+    target = shared_dir / name
+    with FileLock(str(target) + ".lock"):
+        done = target / ".built"
+        if not done.exists():
+            build(target)
+            done.touch()
+    return target
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(shared_dir) -> Path:
+    from recipes.common.tiny_model import build_tiny_model
+
+    return build_once(shared_dir, "tiny-base", lambda target: build_tiny_model(target, seed=0))
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="session")
+def shared_math_data() -> Path:
+    """../shared/data/math: real competition sets, present in CI beside the clone but not in a user's clone."""
+    path = SHARED_DATA / "math"
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent (a user's clone has no ../shared); these tests need the real math sets")
+    return path
