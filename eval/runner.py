@@ -1,0 +1,99 @@
+"""Sample completions for schema rows and score each one with the row's verifier.
+
+The one place where "generate, then ask the verifier" happens, so that evaluation, the pass-rate filter
+and rejection sampling count a problem as solved by the same rule.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from eval.metrics import pass_at_k
+from eval.sampler import SamplingParams
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ProblemResult:
+    """All samples of one problem with their verdicts."""
+
+    id: str
+    answer: str | None
+    difficulty: int | None
+    samples: list[dict] = field(default_factory=list)  # text, extracted, correct, reason, num_tokens, finish_reason
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def num_correct(self) -> int:
+        return sum(1 for sample in self.samples if sample["correct"])
+
+    def pass_at(self, k: int) -> float:
+        return pass_at_k(self.n, self.num_correct, k)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "n": self.n, "num_correct": self.num_correct}
+
+
+def score_completion(row: dict, text: str):
+    """The verdict of the row's verifier on one completion."""
+    verifier = row.get("verifier", "math")
+    if verifier != "math":
+        raise ValueError(f"row {row.get('id')!r}: no verifier named {verifier!r} is available (known: 'math')")
+    from rewards.math import verify
+
+    return verify(row["answer"], text)
+
+
+def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64, progress: bool = True):
+    """`params.n` samples for every row, each scored; returns one `ProblemResult` per row, in row order."""
+    from tqdm.auto import tqdm
+
+    rows = list(rows)
+    results = []
+    bar = tqdm(total=len(rows), desc="sampling", unit="problem", disable=not progress)
+    for start in range(0, len(rows), chunk_size):
+        chunk = rows[start : start + chunk_size]
+        generated = sampler.generate([row["prompt"] for row in chunk], params)
+        for row, samples in zip(chunk, generated, strict=True):
+            result = ProblemResult(row["id"], row.get("answer"), row.get("difficulty"))
+            for sample in samples:
+                verdict = score_completion(row, sample.text)
+                result.samples.append(
+                    {
+                        "text": sample.text,
+                        "extracted": verdict.extracted,
+                        "correct": bool(verdict.correct),
+                        "reason": verdict.reason,
+                        "num_tokens": sample.num_tokens,
+                        "finish_reason": sample.finish_reason,
+                    }
+                )
+            results.append(result)
+        bar.update(len(chunk))
+    bar.close()
+    return results
+
+
+def summarize_by_difficulty(results: list[ProblemResult]) -> dict:
+    """Per difficulty level: problems, samples, mean pass@1, and the share of samples that stopped at EOS."""
+    groups: dict = defaultdict(list)
+    for result in results:
+        groups[result.difficulty].append(result)
+    summary = {}
+    for level in sorted(groups, key=lambda value: (value is None, value)):
+        members = groups[level]
+        samples = [sample for result in members for sample in result.samples]
+        summary[level] = {
+            "problems": len(members),
+            "samples": len(samples),
+            "pass@1": sum(result.pass_at(1) for result in members) / len(members),
+            "stop_rate": sum(sample["finish_reason"] == "stop" for sample in samples) / len(samples),
+            "mean_tokens": sum(sample["num_tokens"] for sample in samples) / len(samples),
+        }
+    return summary
