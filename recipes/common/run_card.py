@@ -1,0 +1,68 @@
+"""The run card: what a checkpoint was trained with, saved beside it as `run_card.json`.
+
+A number without its protocol misleads; so does a checkpoint. The card holds the resolved
+configuration (YAML and flags merged), the dataset's fingerprint and size, the command line, the
+package versions and the git commit, so a run can be read and repeated from its output folder alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import logging
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "math-verify", "deepspeed", "vllm")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0]}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None
+
+
+def _as_dict(config) -> dict:
+    if hasattr(config, "to_dict"):  # TrainingArguments: serialisable, secrets (hub tokens) redacted
+        return config.to_dict()
+    return json.loads(json.dumps(dataclasses.asdict(config), default=str))
+
+
+def write_run_card(output_dir: str | Path, configs: dict, datasets: dict | None = None, extra: dict | None = None):
+    """Write `output_dir/run_card.json`. `configs` maps a name to a dataclass; `datasets` a name to a Dataset."""
+    card = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "git_commit": git_commit(),
+        "versions": package_versions(),
+        "config": {name: _as_dict(config) for name, config in configs.items()},
+        "datasets": {
+            name: {"rows": len(dataset), "fingerprint": getattr(dataset, "_fingerprint", None)}
+            for name, dataset in (datasets or {}).items()
+        },
+    }
+    card.update(extra or {})
+    path = Path(output_dir) / "run_card.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(card, indent=2, default=str) + "\n")
+    logger.info("run card written to %s", path)
+    return path
