@@ -1,4 +1,10 @@
 """Verifiers and rewards: the one definition of "correct" that every stage of the pipeline uses.
 
+    from rewards import get_reward, build_rewards, available_rewards
+
 Imports none of the project's other packages.
 """
+
+from rewards.registry import UnknownRewardError, available_rewards, build_rewards, get_reward, register
+
+__all__ = ["UnknownRewardError", "available_rewards", "build_rewards", "get_reward", "register"]
