@@ -1,10 +1,16 @@
-"""The foundation's math verifier: boxed-answer extraction and exact number comparison."""
+"""rewards/math.py: extraction, anti-hacking rules, exact numbers, unreadable golds, the reward function,
+and calls from threads and from daemonic worker processes."""
 
 from __future__ import annotations
 
+import logging
+import multiprocessing
+import threading
+
 import pytest
 
-from rewards.math import extract_answer, parse_exact_number, verify
+from rewards import get_reward
+from rewards.math import boxed_answers, extract_answer, math_accuracy, verify, verify_batch
 
 
 @pytest.mark.parametrize(
@@ -15,8 +21,11 @@ from rewards.math import extract_answer, parse_exact_number, verify
         ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
         ("\\fbox{7}", "7"),
         ("\\boxed {7}", "7"),
+        ("\\boxed{\\boxed{5}}", "5"),
+        ("\\boxed{ \\boxed{5} }", "5"),
         ("<think>\\boxed{3}</think> The answer is \\boxed{5}", "5"),
         ("<think>\\boxed{3}</think> no box after thinking", None),
+        ("<think>\\boxed{3} never closed", None),
         ("\\boxed{}", None),
         ("\\boxed{unbalanced", None),
         ("no answer", None),
@@ -28,33 +37,143 @@ def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
 
 
+def test_fallbacks_are_off_by_default_and_read_the_last_answer_line_when_on():
+    text = "Answer: 3\nWait, let me redo it.\nThe final answer is $12$."
+    assert extract_answer(text) is None
+    assert extract_answer(text, fallbacks=True) == "12"
+    assert verify("12", text, fallbacks=True).correct is True
+    assert verify("12", text).correct is False
+
+
+def test_nested_boxes_count_once_as_the_outer_box():
+    assert boxed_answers("\\boxed{\\boxed{1}+\\boxed{2}} and \\fbox{x}") == ["\\boxed{1}+\\boxed{2}", "x"]
+
+
 @pytest.mark.parametrize(
-    "gold, completion, correct",
+    "gold, completion, correct, reason",
     [
-        ("7", "<think>\nt=v\nv=7\n</think>\n\\boxed{7}", True),
-        ("7", "\\boxed{07}", True),
-        ("7", "\\boxed{8}", False),
-        ("0.001", "\\boxed{0.0010000001}", False),  # exact, not rounded to 6 digits
-        ("\\frac{1}{2}", "\\boxed{0.5}", True),
-        ("3/4", "\\boxed{\\dfrac{3}{4}}", True),
-        ("7", "no box", False),
+        ("7", "<think>\nt=v\nv=7\n</think>\n\\boxed{7}", True, "exact"),
+        ("7", "\\boxed{07}", True, "exact"),
+        ("7", "\\boxed{8}", False, "exact"),
+        ("1000", "\\boxed{1,000}", True, "exact"),
+        ("1000", "\\boxed{1{,}000}", True, "exact"),
+        ("32349", "\\boxed{32,\\! 349}", True, "exact"),
+        ("0.001", "\\boxed{0.0010000001}", False, "exact"),  # math-verify rounds to 6 digits and accepts it
+        ("\\frac{1}{2004!}", "\\boxed{\\frac{1}{2006!}}", False, "exact"),  # accepted by math-verify too
+        ("\\frac12", "\\boxed{0.5}", True, "exact"),  # bare LaTeX gold
+        ("3/4", "\\boxed{\\dfrac{3}{4}}", True, "exact"),
+        ("5", "\\boxed{x = 5}", True, "exact"),
+        ("16386.17", "worth \\boxed{\\$16,386.17}", True, "exact"),
+        ("\\sqrt{2}", "\\boxed{\\sqrt 2}", True, "math-verify"),
+        ("\\sqrt{2}", "\\boxed{\\sqrt 3}", False, "math-verify"),
+        ("(1,2)", "\\boxed{(1, 2)}", True, "math-verify"),
+        ("x^2+1", "\\boxed{1 + x^{2}}", True, "math-verify"),
     ],
 )
-def test_verify_numbers_exactly(gold, completion, correct):
-    assert verify(gold, completion).correct is correct
+def test_verify(gold, completion, correct, reason):
+    verdict = verify(gold, completion)
+    assert verdict.correct is correct, verdict
+    assert reason in verdict.reason
 
 
-def test_unreadable_gold_is_never_scored_correct():
-    verdict = verify("", "\\boxed{1}")
+@pytest.mark.parametrize(
+    "gold, completion, reason",
+    [
+        ("4", "first \\boxed{3}, then \\boxed{4}", "distinct boxed"),
+        ("4", "\\boxed{3 \\text{ or } 4}", "alternatives"),
+        ("42", "\\boxed{41, 42, 43}", "alternatives"),
+        ("2", "\\boxed{\\pm 2}", "alternatives"),
+        ("3", "\\boxed{x = 3 \\lor x = 4}", "alternatives"),
+        ("32349", "\\boxed{32, 349}", "alternatives"),  # a comma and a plain space: a list, not thousands
+        ("42", "\\boxed{\uff14\uff12}", "look-alike"),
+        ("42", "\\boxed{}", "empty answer"),
+        ("42", "the answer is 42", "no boxed answer"),
+        ("42", "\\boxed{" + "9" * 2000 + "}", "longer than"),
+    ],
+)
+def test_hacks_score_zero_with_a_reason(gold, completion, reason):
+    verdict = verify(gold, completion)
+    assert verdict.correct is False
+    assert reason in verdict.reason
+
+
+def test_repeating_the_same_answer_is_fine_even_in_other_spellings():
+    assert verify("7", "\\boxed{7} so \\boxed{7}").correct is True
+    assert verify("\\frac{1}{2}", "\\boxed{\\frac12} i.e. \\boxed{0.5}").correct is True
+
+
+def test_a_multi_valued_gold_may_be_answered_one_box_per_value():
+    assert verify("(2, 2), (6, 2)", "\\boxed{(2, 2)} and \\boxed{(6, 2)}").correct is True
+    assert verify("1, 2", "\\boxed{1}, \\boxed{2}, \\boxed{3}").correct is False
+
+
+def test_gold_from_a_worked_solution_uses_its_boxed_answer():
+    assert verify("so the total is $\\boxed{12}$.", "\\boxed{12}").correct is True
+
+
+def test_unreadable_gold_is_never_scored_and_warns_once_per_row(caplog):
+    caplog.set_level(logging.WARNING, logger="rewards.math")
+    golds = ["", "", None]
+    verdicts = verify_batch(golds, ["\\boxed{1}"] * 3, ids=["bad-row", "bad-row", "other-row"])
+    assert [verdict.correct for verdict in verdicts] == [None, None, None]
+    messages = [record.getMessage() for record in caplog.records]
+    assert sum("bad-row" in message for message in messages) == 1
+    assert sum("other-row" in message for message in messages) == 1
+    assert math_accuracy(["\\boxed{1}"], answer=[""]) == [None]
+
+
+def test_unparsable_gold_text_is_none_not_one():
+    verdict = verify("\\begin{}", "\\boxed{\\begin{}}")
     assert verdict.correct is None
 
 
-def test_math_verify_fallback_for_expressions():
-    assert verify("\\sqrt{2}", "\\boxed{\\sqrt 2}").correct is True
-    assert verify("\\sqrt{2}", "\\boxed{\\sqrt 3}").correct is False
+def test_reward_accepts_text_and_chat_completions():
+    completions = ["\\boxed{3}", [{"role": "assistant", "content": "<think>a</think>\\boxed{4}"}], None]
+    assert math_accuracy(completions, answer=["3", "3", "3"], id=["a", "b", "c"]) == [1.0, 0.0, 0.0]
+    configured = get_reward("math_accuracy", timeout_s=1.0)
+    assert configured.__name__ == "math_accuracy"
+    assert configured(["\\boxed{\\sqrt{4}}"], answer=["2"]) == [1.0]
 
 
-@pytest.mark.parametrize("text, value", [("12", 12), ("-3", -3), ("2.50", 2.5), ("\\frac{3}{6}", 0.5), ("1/0", None)])
-def test_parse_exact_number(text, value):
-    parsed = parse_exact_number(text)
-    assert (parsed is None) if value is None else parsed == value
+def _reward_in_child(queue) -> None:
+    queue.put(math_accuracy(["\\boxed{\\frac{\\sqrt{8}}{2}}", "\\boxed{5}"], answer=["\\sqrt{2}", "5"]))
+
+
+def test_reward_from_a_thread_and_from_a_daemonic_process():
+    results = []
+    thread = threading.Thread(target=lambda: results.append(math_accuracy(["\\boxed{\\sqrt{9}}"], answer=["3"])))
+    thread.start()
+    thread.join(timeout=60)
+    assert results == [[1.0]]
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_reward_in_child, args=(queue,), daemon=True)  # may not have mp children
+    process.start()
+    assert queue.get(timeout=120) == [1.0, 1.0]
+    process.join(timeout=30)
+    assert process.exitcode == 0
+
+
+def test_batch_results_do_not_depend_on_order_or_duplicates():
+    golds = ["\\sqrt{2}", "\\pi", "7", "\\sqrt{2}"]
+    completions = ["\\boxed{\\sqrt{2}}", "\\boxed{3.14}", "\\boxed{7}", "\\boxed{2^{1/2}}"]
+    forward = [verdict.correct for verdict in verify_batch(golds, completions)]
+    backward = [verdict.correct for verdict in verify_batch(golds[::-1], completions[::-1])][::-1]
+    assert forward == backward == [True, False, True, True]
+
+
+@pytest.mark.parametrize(
+    "gold, completion",
+    [
+        ("0.001", "\\boxed{0.0010000001}"),
+        ("\\frac{1}{2004!}", "\\boxed{\\frac{1}{2006!}}"),
+    ],
+)
+def test_plain_math_verify_accepts_these_and_we_do_not(gold, completion):
+    """Why exact comparison: math-verify alone rounds to 6 digits."""
+    from math_verify import parse
+    from math_verify import verify as plain_verify
+
+    assert plain_verify(parse(f"${gold}$"), parse(completion)) is True
+    assert verify(gold, completion).correct is False

@@ -1,0 +1,87 @@
+"""A math-verify worker process: reads (gold, answer) pairs as JSON lines on stdin, writes verdicts on stdout.
+
+Started by rewards.math_pool, never by hand. math-verify's own timeouts use `signal.alarm`, which only
+works in the main thread and still lets one expression cost seconds; here they are switched off and the
+parent enforces a hard deadline per item by killing this process, which is why it runs alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+MEMORY_LIMIT_BYTES = 3 * 1024**3  # a sympy blow-up fails here with MemoryError instead of eating the machine
+
+
+_DELIMITED = re.compile(r"(?<!\\)\$|\\\(|\\\[|\\boxed")  # an unescaped $, \( or \[, or a box
+
+
+def wrap_latex(text: str) -> str:
+    """Put bare LaTeX between dollars: math-verify's LaTeX extractor parses `\\frac12` to nothing otherwise.
+    (`\\$1.65` is bare LaTeX too: its dollar is a currency sign.)"""
+    return text if _DELIMITED.search(text) else f"${text}$"
+
+
+def _limit_memory() -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT_BYTES, MEMORY_LIMIT_BYTES))
+    except (ImportError, ValueError, OSError):  # not on Linux, or a lower hard limit already set
+        pass
+
+
+def _send(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    _limit_memory()
+    try:
+        import logging
+
+        from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+        logging.getLogger("math_verify").setLevel(logging.ERROR)  # the "timeout disabled" notice is expected here
+    except Exception as error:  # report why, so the parent can say it instead of timing out
+        _send({"fatal": f"cannot import math_verify: {error!r}"})
+        return
+    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
+    golds: dict[str, tuple[list, str | None]] = {}  # the same gold comes with every sample of a problem
+
+    def parse_gold(text: str) -> tuple[list, str | None]:
+        # A gold is readable when it parses to a math object ("no_fallback"); "???" or "\begin{}" would
+        # otherwise come back as a raw string that a completion could match by copying it.
+        if text not in golds:
+            if len(golds) > 10_000:
+                golds.clear()
+            try:
+                strict = parse(
+                    wrap_latex(text), extraction_config=configs, fallback_mode="no_fallback", parsing_timeout=None
+                )
+                parsed = parse(wrap_latex(text), extraction_config=configs, parsing_timeout=None) if strict else []
+                golds[text] = (parsed, None)
+            except Exception as error:
+                golds[text] = ([], f"{type(error).__name__}: {str(error)[:200]}")
+        return golds[text]
+
+    _send({"ready": True})
+    for line in sys.stdin:
+        task = json.loads(line)
+        # MemoryError, RecursionError, sympy internals: each becomes a verdict with its reason, never a crash.
+        gold, gold_error = parse_gold(task["gold"])
+        if not gold:
+            _send({"gold_ok": False, "equal": False, "error": gold_error})
+            continue
+        try:
+            answer = parse(wrap_latex(task["answer"]), extraction_config=configs, parsing_timeout=None)
+            equal = bool(answer) and bool(verify(gold, answer, timeout_seconds=None))
+            _send({"gold_ok": True, "equal": equal, "answer_ok": bool(answer)})
+        except Exception as error:
+            _send({"gold_ok": True, "equal": False, "error": f"{type(error).__name__}: {str(error)[:200]}"})
+
+
+if __name__ == "__main__":
+    main()
