@@ -40,14 +40,16 @@ class ProblemResult:
         return {**asdict(self), "n": self.n, "num_correct": self.num_correct}
 
 
-def score_completion(row: dict, text: str):
-    """The verdict of the row's verifier on one completion."""
-    verifier = row.get("verifier", "math")
-    if verifier != "math":
-        raise ValueError(f"row {row.get('id')!r}: no verifier named {verifier!r} is available (known: 'math')")
-    from rewards.math import verify
+def score_completions(rows: list[dict], texts: list[str]) -> list:
+    """The verdict of each row's verifier on its completion, in one batch (the math verifier runs the
+    cases that need sympy in parallel worker processes)."""
+    from rewards.math import verify_batch
 
-    return verify(row["answer"], text)
+    for row in rows:
+        verifier = row.get("verifier", "math")
+        if verifier != "math":
+            raise ValueError(f"row {row.get('id')!r}: no verifier named {verifier!r} is available (known: 'math')")
+    return verify_batch([row["answer"] for row in rows], texts, [row.get("id") for row in rows])
 
 
 def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64, progress: bool = True):
@@ -60,10 +62,12 @@ def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64
     for start in range(0, len(rows), chunk_size):
         chunk = rows[start : start + chunk_size]
         generated = sampler.generate([row["prompt"] for row in chunk], params)
+        flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
+        verdicts = iter(score_completions(flat_rows, [sample.text for samples in generated for sample in samples]))
         for row, samples in zip(chunk, generated, strict=True):
             result = ProblemResult(row["id"], row.get("answer"), row.get("difficulty"))
             for sample in samples:
-                verdict = score_completion(row, sample.text)
+                verdict = next(verdicts)
                 result.samples.append(
                     {
                         "text": sample.text,
