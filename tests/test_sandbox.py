@@ -1,0 +1,165 @@
+"""rewards.sandbox: results, limits, output capture, environment, working directory and batches.
+
+These run in the mode this machine gives (`auto`); the hostile corpus and the fallback's guarantees are in
+test_sandbox_hostile.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import tempfile
+import time
+
+import pytest
+
+from rewards import sandbox
+from rewards.sandbox import run_many, run_python
+
+
+def test_runs_a_program_with_stdin():
+    result = run_python("import sys\nprint(sum(int(x) for x in sys.stdin.read().split()))", stdin="1 2\n3\n")
+    assert (result.status, result.stdout, result.returncode) == ("ok", "6\n", 0)
+    assert result.wall_s > 0
+
+
+def test_without_stdin_a_read_sees_end_of_file():
+    result = run_python("import sys\nprint(repr(sys.stdin.read()))")
+    assert (result.status, result.stdout) == ("ok", "''\n")
+
+
+def test_a_crash_is_an_error_with_its_traceback():
+    result = run_python("raise ValueError('boom')")
+    assert (result.status, result.returncode) == ("error", 1)
+    assert "ValueError: boom" in result.stderr
+
+
+def test_a_program_that_does_not_parse_is_an_error():
+    result = run_python("def f(:\n")
+    assert result.status == "error" and "SyntaxError" in result.stderr
+
+
+def test_wall_clock_timeout():
+    start = time.monotonic()
+    result = run_python("import time\ntime.sleep(30)", timeout_s=1.0)
+    assert result.status == "timeout"
+    assert time.monotonic() - start < 2.0
+
+
+def test_cpu_bound_timeout():
+    start = time.monotonic()
+    result = run_python("while True:\n    pass", timeout_s=1.0)
+    assert result.status == "timeout"
+    assert time.monotonic() - start < 2.0
+
+
+def test_memory_limit():
+    result = run_python("block = bytearray(1024 * 1024 * 1024)\nprint('allocated')", memory_mb=256)
+    assert result.status == "memory" and "allocated" not in result.stdout
+
+
+def test_memory_under_the_limit_is_fine():
+    result = run_python("block = bytearray(64 * 1024 * 1024)\nprint(len(block))", memory_mb=256)
+    assert (result.status, result.stdout) == ("ok", f"{64 * 1024 * 1024}\n")
+
+
+def test_file_size_limit():
+    result = run_python("open('big', 'wb').write(b'x' * (3 * 1024 * 1024))", file_size_mb=1)
+    assert result.status == "error" and "File too large" in result.stderr
+
+
+def test_open_files_limit():
+    code = "handles = []\nfor _ in range(200):\n    handles.append(open('f%d' % len(handles), 'w'))"
+    result = run_python(code, max_open_files=32)
+    assert result.status == "error" and "Too many open files" in result.stderr
+
+
+def test_process_limit():
+    code = """
+import os, time
+started = 0
+for _ in range(60):
+    try:
+        if os.fork() == 0:
+            time.sleep(2)
+            os._exit(0)
+        started += 1
+    except OSError:
+        break
+print(started)
+"""
+    result = run_python(code, max_processes=12, timeout_s=5)
+    assert result.status == "ok"
+    assert 1 <= int(result.stdout) < 12
+
+
+def test_output_past_the_cap_stops_the_program_without_blocking():
+    result = run_python("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", max_output_bytes=100_000)
+    assert result.status == "error" and result.output_truncated
+    assert len(result.stdout) == 100_000
+    assert result.wall_s < 4.0  # stopped at the cap, not at the 5 s timeout
+
+
+def test_large_output_under_the_cap_is_complete_on_both_streams():
+    # Both pipes fill far past the kernel's pipe buffer: a reader that waited for the exit would deadlock.
+    result = run_python("import sys\nsys.stdout.write('o' * 600_000)\nsys.stderr.write('e' * 400_000)")
+    assert result.status == "ok"
+    assert (len(result.stdout), len(result.stderr)) == (600_000, 400_000)
+
+
+def test_environment_is_an_allowlist(monkeypatch):
+    monkeypatch.setenv("RLVR_TEST_API_TOKEN", "do-not-leak")
+    result = run_python("import os\nprint(sorted(os.environ))", extra_env={"EXTRA_FLAG": "1"})
+    names = set(ast.literal_eval(result.stdout))
+    allowed = set(sandbox._environment("/", None))
+    assert "RLVR_TEST_API_TOKEN" not in names
+    assert names - {"EXTRA_FLAG"} <= allowed | {"LC_CTYPE"} and "EXTRA_FLAG" in names
+
+
+def test_each_run_gets_a_fresh_directory_that_is_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where run_python makes its host directories
+    first = run_python("import os\nopen('state.txt', 'w').write('1')\nprint(sorted(os.listdir('.')))")
+    second = run_python("import os\nprint(sorted(os.listdir('.')))")
+    assert first.stdout == "['main.py', 'state.txt']\n"
+    assert second.stdout == "['main.py']\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("isolation", ["auto", "fallback"])  # the fallback works in the host directory itself
+def test_the_working_directory_is_removed_even_when_the_program_locks_it(isolation, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    code = "import os\nos.makedirs('a/b')\nopen('a/b/f', 'w').close()\nos.chmod('a/b', 0)\nos.chmod('a', 0)"
+    assert run_python(code, isolation=isolation).status == "ok"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_many_keeps_order_and_the_concurrency_limit():
+    code = "import time\nstart = time.time()\ntime.sleep(0.4)\nprint(start, time.time(), {index})"
+    results = run_many([(code.format(index=index), None) for index in range(5)], max_concurrency=2)
+    spans = [tuple(float(value) for value in result.stdout.split()) for result in results]
+    assert [int(span[2]) for span in spans] == list(range(5))
+    overlap = max(sum(1 for other in spans if other[0] <= span[0] < other[1]) for span in spans)
+    assert overlap <= 2
+
+
+def test_unknown_isolation_mode_is_refused():
+    with pytest.raises(ValueError, match="isolation"):
+        run_python("print(1)", isolation="docker")
+
+
+def test_fallback_is_forced_by_parameter_and_by_environment(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="rewards.sandbox"):
+        forced = run_python("print('hi')", isolation="fallback")
+        monkeypatch.setenv(sandbox.ISOLATION_ENV, "fallback")
+        from_env = run_python("print('hi')")
+    for result in (forced, from_env):
+        assert (result.status, result.stdout, result.isolation, result.network_isolated) == (
+            "ok",
+            "hi\n",
+            "fallback",
+            False,
+        )
+    warnings = [record.getMessage() for record in caplog.records if "NOT isolated" in record.getMessage()]
+    assert len(warnings) == 1  # once per process, saying what is not isolated
+    assert "file system" in warnings[0] and "network" in warnings[0]
