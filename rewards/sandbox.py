@@ -334,7 +334,7 @@ def run_python(
             drop_uid = os.geteuid() == 0 and (mode == "namespaces" or _interpreter_reachable(python))
             if mode == "fallback":
                 _warn_once(f"fallback-{drop_uid}", _fallback_warning(drop_uid, python))
-            home = "/tmp" if mode == "namespaces" else host_dir
+            home = "/tmp/work" if mode == "namespaces" else host_dir  # the launcher's WORK_DIR
             config = {
                 "mode": mode,
                 "argv": [python, "-I", "main.py"],

@@ -49,7 +49,8 @@ PR_SET_PDEATHSIG = 1  # a signal the kernel sends us when our parent dies
 PR_SET_CHILD_SUBREAPER = 36  # orphaned descendants are re-parented to us, not to the system's init
 PR_SET_NO_NEW_PRIVS = 38  # execve can never grant privileges again (setuid binaries, file capabilities)
 
-SANDBOX_DIR = "/tmp"  # the program's working directory inside the namespaces: a fresh tmpfs
+SANDBOX_TMP = "/tmp"  # a fresh tmpfs inside the namespaces, the program's only writable place (with /dev/shm)
+WORK_DIR = "/tmp/work"  # the program's working directory, in it: nothing there but its own files
 SETUP_FAILED = 125
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -176,6 +177,30 @@ def expose(paths: list[str]) -> None:
             os.close(handle)
 
 
+def _strictly_under(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip("/") + "/")
+
+
+def hold_paths_under(directory: str, paths: list[str]) -> list[tuple[str, int]]:
+    """O_PATH handles to those of `paths` that lie under `directory`, outermost only, taken before a fresh
+    mount there hides them: a virtualenv in a checkout under /tmp would otherwise vanish under our /tmp."""
+    held: list[tuple[str, int]] = []
+    for path in sorted(set(paths)):
+        if _strictly_under(path, directory) and os.path.isdir(path):
+            if not any(_strictly_under(path, outer) for outer, _ in held):
+                held.append((path, os.open(path, os.O_PATH)))
+    return held
+
+
+def restore_paths(held: list[tuple[str, int]]) -> None:
+    """Bind the held paths back, read-only, at their old places inside the fresh mount."""
+    for path, handle in held:
+        os.makedirs(path, exist_ok=True)  # root-owned directories the program may traverse but not change
+        mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
+        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+        os.close(handle)
+
+
 def prepare_filesystem(config: dict, files: dict[str, bytes], uid: int, gid: int) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount from here on propagates to the host
     if config["drop_uid"]:
@@ -189,18 +214,26 @@ def prepare_filesystem(config: dict, files: dict[str, bytes], uid: int, gid: int
             mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
     owner = f"uid={uid},gid={gid}"
     size_mb = config["tmpfs_mb"]
+    # The interpreter's installation (the folder above bin/python, and the prefixes) must stay visible.
+    roots = [os.path.dirname(os.path.dirname(os.path.abspath(config["argv"][0]))), *config["expose"]]
     # The only writable places: a fresh /tmp (the working directory) and /dev/shm, both capped in size
     # and inode count so that a program cannot fill memory through them.
-    mount("tmpfs", SANDBOX_DIR, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},size={size_mb}m,nr_inodes=4096")
+    held = hold_paths_under(SANDBOX_TMP, roots)
+    mount("tmpfs", SANDBOX_TMP, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},size={size_mb}m,nr_inodes=4096")
+    restore_paths(held)
     if os.path.isdir("/dev/shm"):
+        held = hold_paths_under("/dev/shm", roots)
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},size={size_mb}m,nr_inodes=256")
+        restore_paths(held)
     try:
         # A /proc of the new pid namespace: the program cannot see (or read about) the host's processes.
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     except OSError:
         pass  # e.g. a container that masks parts of /proc; the host's /proc stays, read-only
+    os.mkdir(WORK_DIR, 0o700)
+    os.chown(WORK_DIR, uid, gid)
     for name, data in files.items():
-        path = os.path.join(SANDBOX_DIR, name)
+        path = os.path.join(WORK_DIR, name)
         with open(path, "wb") as handle:
             handle.write(data)
         os.chown(path, uid, gid)
@@ -227,7 +260,7 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     report(config, "isolated", network=network)
     program = os.fork()
     if program == 0:
-        exec_program(config, SANDBOX_DIR)
+        exec_program(config, WORK_DIR)
     returncode, cpu_s = None, None
     while True:  # as pid 1, init also reaps every orphan of the program
         try:

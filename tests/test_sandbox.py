@@ -163,3 +163,28 @@ def test_fallback_is_forced_by_parameter_and_by_environment(monkeypatch, caplog)
     warnings = [record.getMessage() for record in caplog.records if "NOT isolated" in record.getMessage()]
     assert len(warnings) == 1  # once per process, saying what is not isolated
     assert "file system" in warnings[0] and "network" in warnings[0]
+
+
+def test_an_interpreter_under_tmp_stays_usable_inside_the_fresh_tmp(tmp_path):
+    """A checkout (and its .venv) under /tmp, as in a CI clone: the sandbox's own /tmp must not hide it."""
+    import subprocess
+    import sys
+
+    from tests.support.sandbox_checks import require_namespaces
+
+    require_namespaces()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+    assert str(venv).startswith("/tmp/")
+    config = venv / "pyvenv.cfg"
+    code = (
+        "import os, sys\nprint(sys.prefix == sys.base_prefix, sorted(os.listdir('.')))\n"
+        f"try:\n    open({str(config)!r}, 'a').write('x')\nexcept OSError as error:\n    print(error.strerror)\n"
+    )
+    config.chmod(0o666)  # writable for anyone: only a read-only mount can stop the write
+    before = config.read_bytes()
+    result = run_python(code, isolation="namespaces", python=str(venv / "bin" / "python"))
+    assert result.status == "ok", result
+    # the venv's own interpreter, a working directory with nothing but the program, the venv read-only
+    assert result.stdout == "False ['main.py']\nRead-only file system\n"
+    assert config.read_bytes() == before
