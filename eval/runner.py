@@ -40,16 +40,52 @@ class ProblemResult:
         return {**asdict(self), "n": self.n, "num_correct": self.num_correct}
 
 
-def score_completions(rows: list[dict], texts: list[str]) -> list:
-    """The verdict of each row's verifier on its completion, in one batch (the math verifier runs the
-    cases that need sympy in parallel worker processes)."""
-    from rewards.math import verify_batch
+@dataclass(frozen=True)
+class Score:
+    """One completion's verdict in the terms every consumer needs, whatever the verifier."""
 
-    for row in rows:
-        verifier = row.get("verifier", "math")
-        if verifier != "math":
-            raise ValueError(f"row {row.get('id')!r}: no verifier named {verifier!r} is available (known: 'math')")
-    return verify_batch([row["answer"] for row in rows], texts, [row.get("id") for row in rows])
+    correct: bool | None  # None: the row cannot be scored (unreadable gold, missing tests)
+    extracted: str | None
+    reason: str
+
+
+def score_completions(rows: list[dict], texts: list[str], code_options: dict | None = None) -> list[Score]:
+    """The verdict of each row's own verifier (`verifier` column: "math" or "code") on its completion.
+
+    One batch per verifier: the math verifier runs its sympy cases in parallel worker processes, the
+    code verifier its programs in parallel sandboxes. A dataset may mix math and code rows.
+    """
+    scores: list[Score | None] = [None] * len(rows)
+    by_verifier: dict[str, list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        by_verifier[row.get("verifier") or "math"].append(index)
+    unknown = sorted(set(by_verifier) - {"math", "code"})
+    if unknown:
+        raise ValueError(
+            f"rows name verifier(s) {unknown}; known: 'math', 'code' (row {rows[by_verifier[unknown[0]][0]].get('id')!r})"
+        )
+    if by_verifier.get("math"):
+        from rewards.math import verify_batch
+
+        indices = by_verifier["math"]
+        verdicts = verify_batch(
+            [rows[i]["answer"] for i in indices], [texts[i] for i in indices], [rows[i].get("id") for i in indices]
+        )
+        for index, verdict in zip(indices, verdicts, strict=True):
+            scores[index] = Score(verdict.correct, verdict.extracted, verdict.reason)
+    if by_verifier.get("code"):
+        from rewards.code import verify_code_batch
+
+        indices = by_verifier["code"]
+        verdicts = verify_code_batch(
+            [texts[i] for i in indices], [rows[i].get("tests") for i in indices], **(code_options or {})
+        )
+        for index, verdict in zip(indices, verdicts, strict=True):
+            if verdict is None:
+                scores[index] = Score(None, None, "row has no readable tests")
+            else:
+                scores[index] = Score(verdict.all_passed, None, verdict.reason)
+    return scores
 
 
 def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64, progress: bool = True):

@@ -1,0 +1,114 @@
+"""Evaluation sets by name, returned in DESIGN.md's row schema.
+
+    aime24, aime25, amc23, math500, gsm8k     Hub datasets, with their field maps
+    synthetic:<levels>                       the embedded task's held-out split (e.g. synthetic:5, synthetic:1-8)
+    any local .json / .jsonl / .parquet file or save_to_disk folder
+
+Loading goes through data_filters.schema (the loaders every stage uses). That module and
+data_filters.synthetic import nothing from `eval`, so `eval` may use them without a cycle; the
+filters in data_filters, which use eval's sampler, are the modules that must not be imported here
+(tests/test_layering.py checks the import graph).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Where a named evaluation set lives on the Hub and how its columns map to the row schema."""
+
+    hub_id: str
+    split: str
+    question_field: str
+    answer_field: str
+    config: str | None = None
+    difficulty_field: str | None = None
+    answer_format: str = "plain"  # "gsm8k": the answer column ends with "#### <number>"
+    description: str = ""
+
+
+REGISTRY: dict[str, EvalSet] = {
+    "aime24": EvalSet("HuggingFaceH4/aime_2024", "train", "problem", "answer", description="AIME 2024 I and II, 30"),
+    "aime25": EvalSet("math-ai/aime25", "test", "problem", "answer", description="AIME 2025 I and II, 30"),
+    "amc23": EvalSet("math-ai/amc23", "test", "question", "answer", description="AMC 2023, 40"),
+    "math500": EvalSet(
+        "HuggingFaceH4/MATH-500", "test", "problem", "answer", difficulty_field="level", description="MATH-500, 500"
+    ),
+    "gsm8k": EvalSet(
+        "openai/gsm8k", "test", "question", "answer", config="main", answer_format="gsm8k", description="GSM8K, 1319"
+    ),
+}
+DEFAULT_SYNTHETIC_PROBLEMS = 100  # per level
+_GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
+
+
+def available_eval_datasets() -> list[str]:
+    return [*sorted(REGISTRY), "synthetic:<levels>", "<path to .json/.jsonl/.parquet or a save_to_disk folder>"]
+
+
+def gsm8k_final_answer(text: str | None) -> str | None:
+    """The number after GSM8K's `####` marker, thousands separators removed; None when there is none."""
+    if not text:
+        return None
+    match = _GSM8K_ANSWER.search(text)
+    return match.group(1).replace(",", "").strip() if match else None
+
+
+def load_eval_dataset(
+    name: str,
+    num_rows: int | None = None,
+    system_prompt: str | None = None,
+    user_template: str = "{problem}",
+    seed: int = 0,
+):
+    """The rows of an evaluation set (a `datasets.Dataset` in the row schema).
+
+    `num_rows` keeps the first rows of a real set, or sets the problems per level of `synthetic:`.
+    """
+    from data_filters.schema import DataArguments, DatasetNotFoundError, load_rows
+    from data_filters.synthetic import is_synthetic_name
+
+    name = name.strip()
+    if is_synthetic_name(name):
+        args = DataArguments(
+            dataset_name=name,
+            dataset_num_rows=num_rows or DEFAULT_SYNTHETIC_PROBLEMS,
+            dataset_seed=seed,
+            system_prompt=system_prompt,
+            user_template=user_template,
+        )
+        return load_rows(args, split="eval")
+    spec = REGISTRY.get(name)
+    if spec is None:
+        args = DataArguments(
+            dataset_name=name, dataset_num_rows=num_rows, system_prompt=system_prompt, user_template=user_template
+        )
+        try:
+            return load_rows(args, split="test")
+        except DatasetNotFoundError as error:
+            raise DatasetNotFoundError(
+                f"unknown evaluation set {name!r}: not a registry name ({', '.join(sorted(REGISTRY))}), not "
+                f"'synthetic:<levels>', and not a readable local path. ({error})"
+            ) from error
+    args = DataArguments(
+        dataset_name=spec.hub_id,
+        dataset_config=spec.config,
+        dataset_split=spec.split,
+        dataset_num_rows=num_rows,
+        question_field=spec.question_field,
+        answer_field=spec.answer_field,
+        system_prompt=system_prompt,
+        user_template=user_template,
+    )
+    rows = load_rows(args)
+    if spec.answer_format == "gsm8k":
+        rows = rows.map(lambda row: {"answer": gsm8k_final_answer(row["answer"])}, desc="gsm8k answers")
+    if spec.difficulty_field and spec.difficulty_field in rows.column_names:
+        rows = rows.map(lambda row: {"difficulty": row[spec.difficulty_field]}, desc="difficulty")
+    return rows.map(lambda row: {"source": name}, desc="source")

@@ -1,0 +1,71 @@
+"""eval/datasets.py: registry names with their field maps (checked against local stand-ins, since the Hub
+is out of reach), synthetic levels, local paths, and the errors for unknown names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from datasets import Dataset
+
+from data_filters.schema import DatasetNotFoundError
+from eval import datasets as eval_datasets
+from eval.datasets import REGISTRY, gsm8k_final_answer, load_eval_dataset
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("so 18 eggs\n#### 18", "18"), ("#### 1,234", "1234"), ("#### -3 ", "-3"), ("no marker", None), (None, None)],
+)
+def test_gsm8k_answers(text, expected):
+    assert gsm8k_final_answer(text) == expected
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_registry_field_maps_produce_schema_rows(name, monkeypatch):
+    spec = REGISTRY[name]
+    calls = []
+    answer = "Natalia sold 48 clips.\n#### 72" if spec.answer_format == "gsm8k" else "72"
+    row = {spec.question_field: "How many clips?", spec.answer_field: answer}
+    if spec.difficulty_field:
+        row[spec.difficulty_field] = 3
+
+    def fake_load_dataset(path, config=None, split=None, **kwargs):
+        calls.append((path, config, split))
+        return Dataset.from_list([row])
+
+    monkeypatch.setattr("datasets.load_dataset", fake_load_dataset)
+    rows = load_eval_dataset(name, system_prompt="Reason step by step.")
+    assert calls == [(spec.hub_id, spec.config, spec.split)]
+    assert rows[0]["answer"] == "72"
+    assert rows[0]["prompt"] == [
+        {"role": "system", "content": "Reason step by step."},
+        {"role": "user", "content": "How many clips?"},
+    ]
+    assert rows[0]["verifier"] == "math" and rows[0]["source"] == name and rows[0]["id"]
+    if spec.difficulty_field:
+        assert rows[0]["difficulty"] == 3
+
+
+def test_synthetic_levels_are_the_held_out_split():
+    rows = load_eval_dataset("synthetic:2-3", num_rows=7)
+    assert len(rows) == 14 and sorted(set(rows["difficulty"])) == [2, 3]
+    from data_filters.synthetic import split_of
+
+    assert all(split_of(row["prompt"][-1]["content"]) == "eval" for row in rows)
+
+
+def test_local_files_and_the_shared_math_sets(shared_math_data, tmp_path):
+    rows = load_eval_dataset(str(shared_math_data / "math500.jsonl"), num_rows=20)
+    assert len(rows) == 20 and all(rows["answer"])
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"question": "1+1?", "answer": 2}) + "\n")
+    with pytest.raises(Exception, match="question_field"):
+        load_eval_dataset(str(path))  # a column named neither 'problem' nor 'prompt': the error says what to set
+
+
+def test_unknown_names_list_the_registry(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DatasetNotFoundError, match="aime24"):
+        load_eval_dataset("aime2024")
+    assert "synthetic:<levels>" in eval_datasets.available_eval_datasets()
