@@ -1,12 +1,19 @@
 """Estimators for evaluation from n samples per problem.
 
-`pass_at_k` is the unbiased estimator of Chen et al. (2021, "Evaluating Large Language Models Trained on
-Code"): with n samples of which c are correct, the chance that k samples drawn without replacement
-contain at least one correct one is 1 - C(n-c, k) / C(n, k). It is computed as a running product,
-1 - prod_{i=n-c+1}^{n} (1 - k/i), so no binomial coefficient overflows for large n.
+* `pass_at_k`: the unbiased estimator of Chen et al. (2021, "Evaluating Large Language Models Trained on
+  Code"): with n samples of which c are correct, the chance that k samples drawn without replacement
+  include a correct one, 1 - C(n-c, k) / C(n, k), computed as the running product
+  1 - prod_{i=n-c+1}^{n} (1 - k/i) so that nothing overflows for large n.
+* `maj_at_k`: majority voting over answer classes (answers the verifier deems equal vote together), the
+  exact expectation over all k-subsets of the n samples (multivariate hypergeometric counting), with a
+  deterministic tie-break: among tied classes, the one that appeared first among the n samples wins.
+* `bootstrap_ci`: a percentile bootstrap over problems of a dataset mean.
+* `mean_std`: aggregation over seeds.
 """
 
 from __future__ import annotations
+
+import math
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -23,8 +30,81 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - none_correct
 
 
-def mean(values) -> float:
-    values = list(values)
+def mean_at_n(scores: list[float]) -> float:
+    """The mean score over all n samples of a problem (for 0/1 scores, pass@1)."""
+    if not scores:
+        raise ValueError("mean@n of no samples")
+    return sum(scores) / len(scores)
+
+
+def _poly_mul(a: list[int], b: list[int], degree: int) -> list[int]:
+    out = [0] * (min(len(a) + len(b) - 1, degree + 1))
+    for i, x in enumerate(a):
+        if x == 0 or i > degree:
+            continue
+        for j, y in enumerate(b[: degree + 1 - i]):
+            out[i + j] += x * y
+    return out
+
+
+def maj_at_k(classes: list[int | None], correct_class: int | None, k: int) -> float:
+    """Expected majority-vote accuracy of k samples drawn without replacement from the n given ones.
+
+    `classes[i]` is the answer class of sample i (None: it gave no answer and does not vote); classes
+    are ranked for ties by their first appearance in `classes`. `correct_class` is the class equal to
+    the gold answer (None: no sample is correct).
+    """
+    n = len(classes)
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got k={k}, n={n}")
+    if correct_class is None or correct_class not in classes:
+        return 0.0
+    order: list[int] = []
+    counts: dict[int, int] = {}
+    for label in classes:
+        if label is not None:
+            if label not in counts:
+                order.append(label)
+            counts[label] = counts.get(label, 0) + 1
+    abstain = classes.count(None)
+    correct_rank = order.index(correct_class)
+    m = counts[correct_class]
+    ways = 0
+    for x in range(1, min(m, k) + 1):  # x samples of the correct class in the subset
+        rest = k - x
+        if rest > n - m:
+            continue
+        # Ways to draw `rest` samples from the others with every other class below x (strictly when it
+        # appeared before the correct class and so would win a tie) and abstentions unrestricted.
+        poly = [math.comb(abstain, y) for y in range(min(abstain, rest) + 1)]
+        for rank, label in enumerate(order):
+            if label == correct_class:
+                continue
+            limit = min(counts[label], x - 1 if rank < correct_rank else x, rest)
+            poly = _poly_mul(poly, [math.comb(counts[label], y) for y in range(limit + 1)], rest)
+        if rest < len(poly):
+            ways += math.comb(m, x) * poly[rest]
+    return ways / math.comb(n, k)
+
+
+def bootstrap_ci(values: list[float], confidence: float = 0.95, resamples: int = 10_000, seed: int = 0):
+    """Percentile bootstrap interval of the mean of `values` (one value per problem)."""
+    import numpy as np
+
+    if not values:
+        raise ValueError("a confidence interval of no values")
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    tail = (1 - confidence) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for a single value): how a number moves across seeds."""
     if not values:
         raise ValueError("mean of no values")
-    return sum(values) / len(values)
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, math.sqrt(sum((value - mean) ** 2 for value in values) / (len(values) - 1))

@@ -97,7 +97,7 @@ def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64
     bar = tqdm(total=len(rows), desc="sampling", unit="problem", disable=not progress)
     for start in range(0, len(rows), chunk_size):
         chunk = rows[start : start + chunk_size]
-        generated = sampler.generate([row["prompt"] for row in chunk], params)
+        generated = sampler.generate([row["prompt"] for row in chunk], params, [row["id"] for row in chunk])
         flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
         verdicts = iter(score_completions(flat_rows, [sample.text for samples in generated for sample in samples]))
         for row, samples in zip(chunk, generated, strict=True):

@@ -1,13 +1,24 @@
 """Sampling completions from a causal LM: the engine that evaluation, filters and rejection sampling share.
 
-This module holds the transformers backend: batched `generate` on a model object already in memory,
-left padding, `num_return_sequences` for n samples per prompt, stop at EOS. Each sample records its
-token count and why it ended ("stop" at EOS, "length" at `max_new_tokens`), which evaluation needs to
-report truncation and which length shaping needs to score it.
+One interface, two backends with the same parameters:
+* `TransformersSampler`: batched `generate` on a model object already in memory (a training model, a
+  checkpoint), left padding, stop at EOS; runs anywhere, CPU included;
+* `VLLMSampler`: vLLM's `LLM.generate` with `SamplingParams(n=...)`; imported only when chosen.
+`make_sampler(backend="auto", ...)` picks vLLM when it is importable and a GPU is present.
+
+Every sample of every problem has a random stream of its own, seeded from (seed, problem key, sample
+index), in both backends. So a problem's samples do not depend on which other problems share its batch,
+on the batch size, or on how problems are sharded over processes: a 2-process evaluation gives the
+same samples as a 1-process one, and a resumed run the same as an uninterrupted one. (The transformers
+backend does this with a logits processor that draws each row's token from its own generator; HF's
+own sampling draws from one global stream for the whole batch.)
+
+Each sample records its token count and why it ended: "stop" (EOS) or "length" (max_new_tokens).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 
@@ -32,6 +43,8 @@ class SamplingParams:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k is not None and self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0 (0 or None: no limit), got {self.top_k}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
 
@@ -45,29 +58,97 @@ class Sample:
     finish_reason: str  # "stop" (EOS reached) or "length" (max_new_tokens reached)
 
 
-def render_prompts(tokenizer, prompts: list) -> list[str]:
-    """Chat-message prompts go through the tokenizer's chat template with the generation prompt; strings pass as they are."""
+def sample_seed(seed: int, key: str, index: int) -> int:
+    """The seed of one sample's random stream: a stable 63-bit hash of (run seed, problem key, sample index)."""
+    digest = hashlib.blake2b(f"{seed}\0{key}\0{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def prompt_key(prompt) -> str:
+    """A key for a prompt when the caller gives none: its text, hashed."""
+    return hashlib.sha1(repr(prompt).encode()).hexdigest()
+
+
+def render_prompts(tokenizer, prompts: list, chat_template: str | None = None, use_chat_template: bool = True):
+    """Chat-message prompts through the chat template (with the generation prompt); strings pass as they are.
+
+    `chat_template` overrides the tokenizer's template; `use_chat_template=False` joins the messages'
+    contents as plain text, for base models without a template.
+    """
     rendered = []
     for prompt in prompts:
         if isinstance(prompt, str):
             rendered.append(prompt)
+        elif not use_chat_template:
+            rendered.append("\n\n".join(message["content"] for message in prompt))
         else:
-            rendered.append(tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True))
+            rendered.append(
+                tokenizer.apply_chat_template(
+                    prompt, tokenize=False, add_generation_prompt=True, chat_template=chat_template
+                )
+            )
     return rendered
 
 
+def _filter_logits(scores, temperature: float, top_p: float, top_k: int | None):
+    """Temperature, then top-k, then top-p (nucleus) filtering, as HF's warpers do, on float32 logits."""
+    import torch
+
+    scores = scores.float() / temperature
+    if top_k:
+        kth = torch.topk(scores, min(top_k, scores.shape[-1]), dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
+        cumulative = torch.softmax(sorted_scores, dim=-1).cumsum(dim=-1)
+        remove = cumulative - torch.softmax(sorted_scores, dim=-1) >= top_p  # keep the token that crosses top_p
+        scores = scores.scatter(-1, order, sorted_scores.masked_fill(remove, float("-inf")))
+    return scores
+
+
+class SeededRowSampling:
+    """A logits processor that samples each row's next token from that row's own random generator and
+    returns a one-hot mask, so that greedy decoding emits exactly the sampled token."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float, top_k: int | None):
+        import torch
+
+        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        probs = torch.softmax(_filter_logits(scores, self.temperature, self.top_p, self.top_k), dim=-1)
+        uniforms = torch.cat([torch.rand(1, generator=generator) for generator in self.generators])
+        # Inverse CDF: the first token whose cumulative probability exceeds the row's uniform draw.
+        cumulative = probs.cumsum(dim=-1)
+        tokens = (cumulative < uniforms.to(cumulative.device).unsqueeze(-1)).sum(dim=-1)
+        tokens = torch.minimum(tokens, (probs > 0).long().cumsum(-1).argmax(-1))  # never past the last allowed token
+        chosen = torch.full_like(scores, float("-inf"))
+        return chosen.scatter(-1, tokens.unsqueeze(-1), 0.0)
+
+
 class TransformersSampler:
-    """Batched sampling with `model.generate` on a model already loaded (a training model, a checkpoint).
+    """Batched sampling with `model.generate` on a model already loaded. `batch_size` counts sequences."""
 
-    `batch_size` counts sequences (prompts x n) per `generate` call.
-    """
+    backend = "transformers"
 
-    def __init__(self, model, tokenizer, batch_size: int = 64):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        batch_size: int = 64,
+        chat_template: str | None = None,
+        use_chat_template: bool = True,
+    ):
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (often to the EOS token) first")
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.chat_template = chat_template
+        self.use_chat_template = use_chat_template
 
     def _stop_ids(self) -> set[int]:
         ids = self.model.generation_config.eos_token_id
@@ -75,54 +156,161 @@ class TransformersSampler:
             ids = self.tokenizer.eos_token_id
         return set(ids) if isinstance(ids, (list, tuple)) else {ids}
 
-    def generate(self, prompts: list, params: SamplingParams) -> list[list[Sample]]:
-        """`params.n` samples for each prompt, in prompt order."""
+    def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
+        """`params.n` samples for each prompt, in prompt order. `keys` (problem ids) seed each problem's
+        samples; without them the prompt text does."""
         import torch
+        from transformers import LogitsProcessorList
 
-        texts = render_prompts(self.tokenizer, prompts)
+        keys = keys or [prompt_key(prompt) for prompt in prompts]
+        texts = render_prompts(self.tokenizer, prompts, self.chat_template, self.use_chat_template)
+        greedy = params.temperature == 0
+        rows = [(index, sample) for index in range(len(texts)) for sample in range(1 if greedy else params.n)]
         stop_ids = self._stop_ids()
-        prompts_per_batch = max(1, self.batch_size // params.n)
-        do_sample = params.temperature > 0
-        sampling = (
-            {"do_sample": True, "temperature": params.temperature, "top_p": params.top_p, "top_k": params.top_k or 0}
-            if do_sample
-            else {"do_sample": False}
-        )
         was_training = self.model.training
-        self.model.eval()
-        results: list[list[Sample]] = []
         padding_side = self.tokenizer.padding_side
+        self.model.eval()
         self.tokenizer.padding_side = "left"
+        generated: list[list[int]] = []
         try:
-            with torch.random.fork_rng(devices=[]), torch.no_grad():
-                torch.manual_seed(params.seed)
-                for start in range(0, len(texts), prompts_per_batch):
-                    batch = texts[start : start + prompts_per_batch]
-                    encoded = self.tokenizer(batch, return_tensors="pt", padding=True, add_special_tokens=False)
-                    encoded = {key: value.to(self.model.device) for key, value in encoded.items()}
+            with torch.no_grad():
+                for start in range(0, len(rows), self.batch_size):
+                    batch = rows[start : start + self.batch_size]
+                    encoded = self.tokenizer(
+                        [texts[index] for index, _ in batch],
+                        return_tensors="pt",
+                        padding=True,
+                        add_special_tokens=False,
+                    ).to(self.model.device)
+                    processors = LogitsProcessorList()
+                    if not greedy:
+                        seeds = [sample_seed(params.seed, keys[index], sample) for index, sample in batch]
+                        processors.append(SeededRowSampling(seeds, params.temperature, params.top_p, params.top_k))
                     output = self.model.generate(
                         **encoded,
                         max_new_tokens=params.max_new_tokens,
-                        num_return_sequences=params.n if do_sample else 1,
+                        do_sample=False,
+                        temperature=None,
+                        top_p=None,
+                        top_k=None,
+                        logits_processor=processors,
                         pad_token_id=self.tokenizer.pad_token_id,
                         eos_token_id=sorted(stop_ids),
-                        **sampling,
                     )
-                    generated = output[:, encoded["input_ids"].shape[1] :].tolist()
-                    if not do_sample and params.n > 1:  # greedy: n identical samples
-                        generated = [row for row in generated for _ in range(params.n)]
-                    for index in range(len(batch)):
-                        rows = generated[index * params.n : (index + 1) * params.n]
-                        results.append([self._to_sample(row, stop_ids) for row in rows])
+                    generated += output[:, encoded["input_ids"].shape[1] :].tolist()
         finally:
             self.tokenizer.padding_side = padding_side
             if was_training:
                 self.model.train()
-        return results
+        samples = [self._to_sample(tokens, stop_ids) for tokens in generated]
+        if greedy:  # one greedy sample stands for all n
+            return [[samples[index]] * params.n for index in range(len(texts))]
+        return [samples[index * params.n : (index + 1) * params.n] for index in range(len(texts))]
 
     def _to_sample(self, token_ids: list[int], stop_ids: set[int]) -> Sample:
         for position, token in enumerate(token_ids):
             if token in stop_ids:
-                kept = token_ids[:position]
-                return Sample(self.tokenizer.decode(kept, skip_special_tokens=True), position + 1, "stop")
+                return Sample(
+                    self.tokenizer.decode(token_ids[:position], skip_special_tokens=True), position + 1, "stop"
+                )
         return Sample(self.tokenizer.decode(token_ids, skip_special_tokens=True), len(token_ids), "length")
+
+
+class VLLMSampler:
+    """vLLM's offline engine, one `SamplingParams` per problem so that each problem has its own seed."""
+
+    backend = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+        chat_template: str | None = None,
+        use_chat_template: bool = True,
+        seed: int = 0,
+    ):
+        try:
+            from vllm import LLM
+        except ImportError as error:
+            raise ImportError(
+                "the vLLM backend needs vLLM (GPU only): pip install -e '.[vllm]', or use --backend transformers"
+            ) from error
+        self.llm = LLM(
+            model=model,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            seed=seed,
+        )
+        self.tokenizer = self.llm.get_tokenizer()
+        self.chat_template = chat_template
+        self.use_chat_template = use_chat_template
+
+    def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
+        from vllm import SamplingParams as VLLMParams
+
+        keys = keys or [prompt_key(prompt) for prompt in prompts]
+        texts = render_prompts(self.tokenizer, prompts, self.chat_template, self.use_chat_template)
+        greedy = params.temperature == 0
+        requests = [
+            VLLMParams(
+                n=1 if greedy else params.n,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=params.top_k or -1,
+                max_tokens=params.max_new_tokens,
+                seed=None if greedy else sample_seed(params.seed, key, 0),
+            )
+            for key in keys
+        ]
+        outputs = self.llm.generate(texts, requests, use_tqdm=False)
+        results = []
+        for output in outputs:
+            samples = [
+                Sample(
+                    completion.text,
+                    len(completion.token_ids),
+                    "length" if completion.finish_reason == "length" else "stop",
+                )
+                for completion in output.outputs
+            ]
+            results.append(samples * params.n if greedy else samples)
+        return results
+
+
+def vllm_available() -> bool:
+    """True when vLLM can be imported and a CUDA GPU is present."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def make_sampler(backend: str, model_path: str, batch_size: int = 64, **options):
+    """A sampler for `model_path`: "transformers", "vllm", or "auto" (vLLM when available)."""
+    if backend == "auto":
+        backend = "vllm" if vllm_available() else "transformers"
+        logger.info("sampling backend: %s", backend)
+    if backend == "vllm":
+        return VLLMSampler(model_path, **options)
+    if backend != "transformers":
+        raise ValueError(f"unknown backend {backend!r}; use auto, transformers or vllm")
+    import torch
+    from accelerate import PartialState
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    device = PartialState().device
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device)
+    template_options = {key: options[key] for key in ("chat_template", "use_chat_template") if key in options}
+    return TransformersSampler(model, tokenizer, batch_size=batch_size, **template_options)

@@ -169,7 +169,7 @@ def _is_single_value(gold: str) -> bool:
     return not _lists_alternatives(gold)
 
 
-def _answer_key(answer: str):
+def answer_key(answer: str):
     """Equal keys for spellings of the same answer: the exact value of a number, else the canonical text."""
     cleaned = _clean(answer)
     value = exact_value(cleaned)
@@ -180,7 +180,7 @@ def _distinct(answers: list[str]) -> list[str]:
     """The answers without repeats (in order of first appearance); linear in their number."""
     seen: dict = {}
     for answer in answers:
-        seen.setdefault(_answer_key(answer), answer)
+        seen.setdefault(answer_key(answer), answer)
     return list(seen.values())
 
 

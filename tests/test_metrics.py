@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 
 import pytest
 
-from eval.metrics import pass_at_k
+from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
 
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> float:
@@ -38,3 +39,86 @@ def test_large_n_is_finite_and_exact():
 def test_rejects_impossible_arguments(n, c, k):
     with pytest.raises(ValueError):
         pass_at_k(n, c, k)
+
+
+# ---------------------------------------------------------------- maj@k
+
+
+def brute_force_maj_at_k(classes, correct_class, k):
+    """Enumerate every k-subset, count votes, break ties by first appearance among all n samples."""
+    first_seen = {}
+    for index, label in enumerate(classes):
+        if label is not None:
+            first_seen.setdefault(label, index)
+    wins = 0
+    subsets = list(itertools.combinations(range(len(classes)), k))
+    for subset in subsets:
+        votes = {}
+        for index in subset:
+            if classes[index] is not None:
+                votes[classes[index]] = votes.get(classes[index], 0) + 1
+        if votes:
+            winner = min(votes, key=lambda label: (-votes[label], first_seen[label]))
+            wins += winner == correct_class
+    return wins / len(subsets)
+
+
+def test_maj_at_k_equals_brute_force_on_random_vote_patterns():
+    rng = random.Random(0)
+    for _ in range(300):
+        n = rng.randint(1, 9)
+        classes = [rng.choice([None, 0, 1, 2, 3]) for _ in range(n)]
+        correct = rng.choice([0, 1, None])
+        for k in range(1, n + 1):
+            assert maj_at_k(classes, correct, k) == pytest.approx(brute_force_maj_at_k(classes, correct, k), abs=1e-12)
+
+
+def test_maj_at_k_ties_go_to_the_answer_seen_first():
+    assert maj_at_k([0, 1], correct_class=0, k=2) == 1.0
+    assert maj_at_k([1, 0], correct_class=0, k=2) == 0.0
+    assert maj_at_k([1, 0, 0], correct_class=0, k=3) == 1.0
+    assert maj_at_k([None, None, 0], correct_class=0, k=3) == 1.0  # abstentions do not vote
+    assert maj_at_k([None, None], correct_class=0, k=2) == 0.0
+
+
+def test_maj_at_k_with_k_below_n_by_hand():
+    # 3 samples: correct, wrong, wrong. k=1: 1/3. k=2: subsets {c,w1} {c,w2} tie -> c first: wins; {w1,w2}: loses
+    assert maj_at_k([0, 1, 1], correct_class=0, k=1) == pytest.approx(1 / 3)
+    assert maj_at_k([0, 1, 1], correct_class=0, k=2) == pytest.approx(2 / 3)
+    assert maj_at_k([0, 1, 1], correct_class=0, k=3) == 0.0
+
+
+def test_maj_at_k_is_fast_enough_for_large_n():
+    rng = random.Random(1)
+    classes = [rng.choice([None, 0, 1, 2, 3, 4, 5, 6, 7]) for _ in range(64)]
+    value = maj_at_k(classes, 0, 16)
+    assert 0.0 <= value <= 1.0
+
+
+# ---------------------------------------------------------------- bootstrap and seeds
+
+
+def test_bootstrap_interval_covers_the_true_mean_at_nominal_rate():
+    """95% nominal: in 200 simulated datasets of 60 problems with known mean, coverage is at least 90%."""
+    rng = random.Random(2)
+    true_mean, covered = 0.3, 0
+    for trial in range(200):
+        values = [1.0 if rng.random() < true_mean else 0.0 for _ in range(60)]
+        low, high = bootstrap_ci(values, resamples=2000, seed=trial)
+        covered += low <= true_mean <= high
+    assert covered / 200 >= 0.90
+
+
+def test_bootstrap_interval_brackets_the_sample_mean_and_narrows_with_more_problems():
+    small = [0.0, 1.0] * 10
+    large = [0.0, 1.0] * 500
+    low_s, high_s = bootstrap_ci(small)
+    low_l, high_l = bootstrap_ci(large)
+    assert low_s < 0.5 < high_s and low_l < 0.5 < high_l
+    assert high_l - low_l < (high_s - low_s) / 4
+
+
+def test_mean_std_over_seeds():
+    assert mean_std([0.2, 0.4]) == pytest.approx((0.3, math.sqrt(0.02)))
+    assert mean_std([0.5]) == (0.5, 0.0)
+    assert mean_at_n([1.0, 0.0, 0.0, 1.0]) == 0.5

@@ -1,0 +1,354 @@
+"""Evaluate a model: n samples per problem, scored by the verifier, reported as pass@k with CIs and maj@k.
+
+    python -m eval.evaluate --model artifacts/demo/sft --dataset synthetic:5-8 --n 16 --k 1 4 16 --seeds 0 1
+    python -m eval.evaluate --model Qwen/Qwen2.5-Math-1.5B --dataset aime24 --dataset math500 \\
+        --n 64 --k 1 8 64 --temperature 0.6 --top-p 0.95 --max-new-tokens 4096 --backend auto
+    accelerate launch -m eval.evaluate ...      # problems sharded over processes, same results as one
+
+For each dataset, under --output-dir/<dataset>/, written as the run goes:
+    samples.jsonl      every completion: extracted answer, verdict, reason, length, finish reason
+    per_problem.jsonl  per problem: n and correct count per seed, pass@k and maj@k for each k
+    summary.json       pass@k (mean over seeds, std across seeds, 95% bootstrap CI over problems), maj@k,
+                       mean@n, mean length, truncation rate, and the protocol (model, sampling, seeds, versions)
+    pass_at_k.png      pass@k against k, log axis
+An interrupted run resumes: problems whose samples are on disk are not generated again; a run whose
+protocol differs from the one on disk refuses to mix with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
+from eval.runner import score_completions
+from eval.sampler import SamplingParams
+
+logger = logging.getLogger("eval.evaluate")
+PROTOCOL_KEYS = ("model", "n", "temperature", "top_p", "top_k", "max_new_tokens", "system_prompt", "user_template")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="a local folder saved with save_pretrained, or a Hub id")
+    parser.add_argument(
+        "--dataset", action="append", required=True, help="registry name, synthetic:<levels> or path; repeatable"
+    )
+    parser.add_argument("--n", type=int, default=16, help="samples per problem and seed (default 16)")
+    parser.add_argument(
+        "--k", type=int, nargs="+", default=None, help="k values for pass@k and maj@k (default: powers of 2 up to n)"
+    )
+    parser.add_argument("--temperature", type=float, default=0.6)
+    parser.add_argument("--top-p", type=float, default=0.95)
+    parser.add_argument("--top-k", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int, default=4096)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run of n samples per seed")
+    parser.add_argument("--backend", choices=("auto", "transformers", "vllm"), default="auto")
+    parser.add_argument("--output-dir", type=Path, required=True)
+    parser.add_argument("--num-rows", type=int, default=None, help="first N problems (synthetic: per level)")
+    parser.add_argument("--system-prompt", default=None)
+    parser.add_argument("--user-template", default="{problem}", help="user message; {problem} is the question")
+    parser.add_argument("--chat-template", default=None, help="a Jinja file overriding the tokenizer's chat template")
+    parser.add_argument("--no-chat-template", action="store_true", help="feed prompts as plain text (base models)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sequences per generate call (transformers)")
+    parser.add_argument("--chunk-size", type=int, default=64, help="problems sampled and written per step")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM only")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM only")
+    parser.add_argument("--overwrite", action="store_true", help="discard results on disk instead of resuming")
+    args = parser.parse_args(argv)
+    args.k = sorted(set(args.k or [2**i for i in range(args.n.bit_length()) if 2**i <= args.n]))
+    if args.k[0] < 1 or args.k[-1] > args.n:
+        parser.error(f"every k must be between 1 and n={args.n}; got {args.k}")
+    return args
+
+
+def dataset_slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(name).stem if os.path.exists(name) else name).strip("_")
+
+
+# ---------------------------------------------------------------- samples on disk
+
+
+def read_samples(folder: Path) -> dict[tuple[str, int], dict[int, dict]]:
+    """Samples already on disk, by (problem id, seed) then sample index; a torn last line is ignored."""
+    found: dict[tuple[str, int], dict[int, dict]] = defaultdict(dict)
+    for path in sorted(folder.glob("samples*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                sample = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+            found[(sample["id"], sample["seed"])][sample["index"]] = sample
+    return found
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a last line that a kill left unfinished, so that appended lines do not glue onto it."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+def append_lines(path: Path, records: list[dict]) -> None:
+    with open(path, "a") as handle:
+        handle.write("".join(json.dumps(record) + "\n" for record in records))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def problem_metrics(row: dict, by_seed: dict[int, list[dict]], ks: list[int]) -> dict:
+    """pass@k and maj@k per problem, averaged over seeds, with the counts behind them."""
+    from eval.voting import answer_classes
+
+    result = {"id": row["id"], "answer": row.get("answer"), "difficulty": row.get("difficulty"), "seeds": {}}
+    # A row the verifier cannot score (its gold does not parse, its tests are unreadable) counts nowhere.
+    result["scored"] = any(sample["correct"] is not None for samples in by_seed.values() for sample in samples)
+    per_k: dict[str, list[float]] = defaultdict(list)
+    for seed, samples in sorted(by_seed.items()):
+        n, c = len(samples), sum(bool(sample["correct"]) for sample in samples)
+        result["seeds"][str(seed)] = {"n": n, "c": c}
+        classes, correct = answer_classes(samples) if row.get("verifier", "math") == "math" else ([None] * n, None)
+        for k in ks:
+            per_k[f"pass@{k}"].append(pass_at_k(n, c, k))
+            per_k[f"maj@{k}"].append(maj_at_k(classes, correct, k))
+        per_k["mean@n"].append(mean_at_n([float(bool(sample["correct"])) for sample in samples]))
+    for name, values in per_k.items():
+        result[name] = sum(values) / len(values)
+    everything = [sample for samples in by_seed.values() for sample in samples]
+    result["mean_tokens"] = sum(sample["num_tokens"] for sample in everything) / len(everything)
+    result["truncated"] = sum(sample["finish_reason"] == "length" for sample in everything) / len(everything)
+    return result
+
+
+def summarize(per_problem: list[dict], ks: list[int], seeds: list[int]) -> dict:
+    unscored = [problem["id"] for problem in per_problem if not problem["scored"]]
+    per_problem = [problem for problem in per_problem if problem["scored"]]
+    if not per_problem:
+        raise ValueError(f"no problem could be scored (unreadable gold answers or tests: {unscored[:5]} ...)")
+    metrics = {}
+    for name in [f"pass@{k}" for k in ks] + [f"maj@{k}" for k in ks] + ["mean@n"]:
+        values = [problem[name] for problem in per_problem]
+        low, high = bootstrap_ci(values)
+        by_seed = []
+        for seed in seeds:
+            if name.startswith("pass@"):
+                k = int(name[5:])
+                by_seed.append(
+                    sum(pass_at_k(p["seeds"][str(seed)]["n"], p["seeds"][str(seed)]["c"], k) for p in per_problem)
+                    / len(per_problem)
+                )
+        mean, std = mean_std(by_seed) if by_seed else (sum(values) / len(values), 0.0)
+        metrics[name] = {"mean": mean, "std_over_seeds": std, "ci95": [low, high]}
+        if by_seed:
+            metrics[name]["by_seed"] = dict(zip(map(str, seeds), by_seed, strict=True))
+    return {
+        "problems": len(per_problem),
+        "unscored_problems": unscored,
+        "metrics": metrics,
+        "mean_tokens": sum(p["mean_tokens"] for p in per_problem) / len(per_problem),
+        "truncation_rate": sum(p["truncated"] for p in per_problem) / len(per_problem),
+    }
+
+
+def plot_pass_at_k(summaries: dict[str, dict], ks: list[int], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5.5, 3.8))
+    for label, summary in summaries.items():
+        means = [summary["metrics"][f"pass@{k}"]["mean"] for k in ks]
+        lows = [summary["metrics"][f"pass@{k}"]["ci95"][0] for k in ks]
+        highs = [summary["metrics"][f"pass@{k}"]["ci95"][1] for k in ks]
+        axis.plot(ks, means, marker="o", label=label)
+        axis.fill_between(ks, lows, highs, alpha=0.2)
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("k")
+    axis.set_ylabel("pass@k")
+    axis.set_ylim(0, 1)
+    axis.set_title(title)
+    axis.grid(alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def package_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"python": sys.version.split()[0]}
+    for name in ("torch", "transformers", "trl", "vllm", "math-verify"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+# ---------------------------------------------------------------- the run
+
+
+def check_protocol(folder: Path, protocol: dict, overwrite: bool) -> None:
+    path = folder / "protocol.json"
+    if overwrite and folder.exists():
+        for old in folder.glob("*"):
+            old.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        previous = json.loads(path.read_text())
+        changed = {
+            key: (previous.get(key), protocol[key]) for key in PROTOCOL_KEYS if previous.get(key) != protocol[key]
+        }
+        if changed:
+            raise SystemExit(
+                f"{folder} holds a run with another protocol {changed}; use another --output-dir or --overwrite"
+            )
+    else:
+        path.write_text(json.dumps(protocol, indent=2))
+
+
+def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> dict | None:
+    """Sample what is missing for this process's share of the problems, then (main process) summarize."""
+    from tqdm.auto import tqdm
+
+    done = read_samples(folder)
+    mine = [row for index, row in enumerate(rows) if index % state.num_processes == state.process_index]
+    part = folder / (f"samples.part{state.process_index}.jsonl" if state.num_processes > 1 else "samples.jsonl")
+    drop_torn_tail(part)
+    for seed in args.seeds:
+        params = SamplingParams(args.n, args.temperature, args.top_p, args.top_k, args.max_new_tokens, seed)
+        todo = [row for row in mine if len(done.get((row["id"], seed), {})) < args.n]
+        bar = tqdm(
+            total=len(mine),
+            initial=len(mine) - len(todo),
+            desc=f"{folder.name} seed {seed}",
+            unit="problem",
+            disable=not state.is_local_main_process,
+        )
+        for start in range(0, len(todo), args.chunk_size):
+            chunk = todo[start : start + args.chunk_size]
+            generated = sampler.generate([row["prompt"] for row in chunk], params, [row["id"] for row in chunk])
+            flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
+            scores = iter(score_completions(flat_rows, [s.text for samples in generated for s in samples]))
+            records = []
+            for row, samples in zip(chunk, generated, strict=True):
+                for index, sample in enumerate(samples):
+                    score = next(scores)
+                    records.append(
+                        {"id": row["id"], "seed": seed, "index": index, "text": sample.text,
+                         "extracted": score.extracted, "correct": score.correct, "reason": score.reason,
+                         "num_tokens": sample.num_tokens, "finish_reason": sample.finish_reason}
+                    )  # fmt: skip
+            append_lines(part, records)
+            bar.update(len(chunk))
+        bar.close()
+    state.wait_for_everyone()
+    if not state.is_main_process:
+        return None
+    return finish_dataset(rows, args, folder)
+
+
+def finish_dataset(rows: list[dict], args, folder: Path) -> dict:
+    """Merge the samples into one ordered samples.jsonl, then write per_problem.jsonl and summary.json."""
+    done = read_samples(folder)
+    ordered, per_problem = [], []
+    for row in rows:
+        by_seed = {seed: [done[(row["id"], seed)][i] for i in range(args.n)] for seed in args.seeds}
+        ordered += [sample for seed in args.seeds for sample in by_seed[seed]]
+        per_problem.append(problem_metrics(row, by_seed, args.k))
+    merged = folder / "samples.jsonl.tmp"
+    merged.write_text("".join(json.dumps(sample) + "\n" for sample in ordered))
+    merged.replace(folder / "samples.jsonl")
+    for part in folder.glob("samples.part*.jsonl"):
+        part.unlink()
+    (folder / "per_problem.jsonl").write_text("".join(json.dumps(problem) + "\n" for problem in per_problem))
+    summary = summarize(per_problem, args.k, args.seeds)
+    summary["protocol"] = json.loads((folder / "protocol.json").read_text())
+    summary["dataset"] = folder.name
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot_pass_at_k({Path(args.model).name or args.model: summary}, args.k, folder / "pass_at_k.png", folder.name)
+    return summary
+
+
+def format_table(summaries: dict[str, dict], ks: list[int]) -> str:
+    header = ["dataset", "problems"] + [f"pass@{k}" for k in ks] + [f"maj@{ks[-1]}", "tokens", "truncated"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, summary in summaries.items():
+        cells = [name, str(summary["problems"])]
+        for k in ks:
+            metric = summary["metrics"][f"pass@{k}"]
+            low, high = metric["ci95"]
+            cells.append(f"{metric['mean']:.3f} [{low:.3f}, {high:.3f}]")
+        cells += [
+            f"{summary['metrics'][f'maj@{ks[-1]}']['mean']:.3f}",
+            f"{summary['mean_tokens']:.0f}",
+            f"{summary['truncation_rate']:.1%}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict]:
+    from accelerate import PartialState
+
+    from eval.datasets import load_eval_dataset
+    from eval.sampler import make_sampler
+
+    args = parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    import torch
+
+    # Without a GPU, `accelerate launch --multi_gpu --num_processes 2` starts two processes that only
+    # form a (gloo) process group when the state is told it runs on the CPU.
+    state = PartialState(cpu=not torch.cuda.is_available())
+    protocol = {
+        "model": args.model, "n": args.n, "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
+        "max_new_tokens": args.max_new_tokens, "system_prompt": args.system_prompt, "user_template": args.user_template,
+        "seeds": args.seeds, "k": args.k, "backend": args.backend, "processes": state.num_processes,
+        "chat_template": args.chat_template, "plain_text_prompts": args.no_chat_template,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
+    }  # fmt: skip
+    datasets = {}
+    for name in args.dataset:
+        rows = load_eval_dataset(
+            name, num_rows=args.num_rows, system_prompt=args.system_prompt, user_template=args.user_template
+        )
+        datasets[dataset_slug(name)] = rows.to_list()
+    if state.is_main_process:
+        for slug in datasets:
+            check_protocol(args.output_dir / slug, protocol, args.overwrite)
+    state.wait_for_everyone()
+    template = Path(args.chat_template).read_text() if args.chat_template else None
+    options = {"chat_template": template, "use_chat_template": not args.no_chat_template}
+    if args.backend != "transformers":
+        options.update(
+            tensor_parallel_size=args.tensor_parallel_size, gpu_memory_utilization=args.gpu_memory_utilization
+        )
+    sampler = make_sampler(args.backend, args.model, batch_size=args.batch_size, **options)
+    summaries = {}
+    for slug, rows in datasets.items():
+        summary = evaluate_dataset(sampler, rows, args, args.output_dir / slug, state)
+        if summary is not None:
+            summaries[slug] = summary
+    if state.is_main_process:
+        print(format_table(summaries, args.k))
+    return summaries
+
+
+if __name__ == "__main__":
+    main()
