@@ -1,6 +1,8 @@
 """Sampling completions from a causal LM: the engine that evaluation, filters and rejection sampling share.
 
-One interface, two backends with the same parameters:
+One interface, two backends with the same parameters: `generate(prompts, params, keys=None)` returns
+`params.n` Samples per prompt; `keys` (the problems' ids) seed each problem's random streams. Anything
+with that method can stand in for a sampler (tests use scripted ones).
 * `TransformersSampler`: batched `generate` on a model object already in memory (a training model, a
   checkpoint), left padding, stop at EOS; runs anywhere, CPU included;
 * `VLLMSampler`: vLLM's `LLM.generate` with `SamplingParams(n=...)`; imported only when chosen.
@@ -194,6 +196,7 @@ class TransformersSampler:
                         top_p=None,
                         top_k=None,
                         logits_processor=processors,
+                        use_cache=True,  # a model saved by a trainer may say use_cache=False: 10x slower here
                         pad_token_id=self.tokenizer.pad_token_id,
                         eos_token_id=sorted(stop_ids),
                     )

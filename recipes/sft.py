@@ -103,6 +103,7 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
         )
     trainer.train(resume_from_checkpoint=resume)
 
+    trainer.model.config.use_cache = True  # training turned the KV cache off; the saved model is for generation
     trainer.save_model(training_args.output_dir)  # the model and, as processing_class, the tokenizer
     write_run_card(
         training_args.output_dir,
