@@ -5,13 +5,22 @@ Every row, whatever its source, has `prompt` (chat messages), `answer` (math) or
 
 Sources: `synthetic:<levels>` (the embedded task), a local JSON/JSONL/Parquet file, a folder written by
 `save_to_disk`, or a Hub dataset name. A source whose rows lack `prompt` but have a question field is
-turned into the schema with a prompt template (`system_prompt` + `user_template` with `{problem}`).
+turned into the schema with a prompt template (`system_prompt` + `user_template` with `{problem}`);
+other column names are mapped with `field_map` (schema field -> source column).
+
+Every row is validated for the verifier that will score it: a math row needs a gold answer, a code row
+tests that the code verifier can read, every row a question or a prompt. Bad rows are reported all at
+once, each named by source, row and field, with the way to fix it (`on_error: raise`), or skipped and
+counted by reason (`on_error: drop`), because a filter pipeline over 100k rows should not stop at the
+first of two null answers, and must not silently carry them into training either.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +30,12 @@ logger = logging.getLogger(__name__)
 
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 _EVAL_SPLITS = ("test", "eval", "validation")
+VERIFIERS = ("math", "code")
+ON_ERROR = ("raise", "drop")
+# Schema fields a field map may name, besides the question ('problem', alias 'question') and 'answer'.
+MAPPABLE_FIELDS = ("problem", "answer", "id", "tests", "solution", "difficulty", "verifier", "source", "prompt")
+_PROBLEM_COLUMN = "__schema_problem__"
+_ERRORS_SHOWN = 20
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -57,6 +72,83 @@ class DataArguments:
     user_template: str = field(
         default="{problem}", metadata={"help": "User message template; '{problem}' is replaced by the question."}
     )
+    field_map: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Schema field -> source column, for sources with other names: e.g. {'answer': 'final_answer', "
+            "'id': 'uid', 'tests': 'test_cases', 'solution': 'reasoning', 'difficulty': 'level'} (a JSON string on "
+            "the command line). 'problem' (or 'question') and 'answer' here override question_field/answer_field."
+        },
+    )
+    verifier: str | None = field(
+        default=None,
+        metadata={"help": "Verifier of rows without a 'verifier' column: 'math' or 'code' (default: code if tests)."},
+    )
+    on_error: str = field(
+        default="raise",
+        metadata={
+            "help": "'raise': rows that break the schema stop loading with an error naming each; 'drop': such rows "
+            "are skipped, and how many and why is logged (and returned by load_rows_with_report)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, got {self.on_error!r}")
+        if self.verifier is not None and self.verifier not in VERIFIERS:
+            raise ValueError(f"verifier must be one of {VERIFIERS} or unset, got {self.verifier!r}")
+        if "{problem}" not in self.user_template:
+            raise ValueError(f"user_template must contain '{{problem}}', got {self.user_template!r}")
+        if isinstance(self.field_map, str):
+            try:
+                self.field_map = json.loads(self.field_map) if self.field_map.strip() else None
+            except ValueError as error:
+                raise ValueError(f"field_map is not valid JSON ({error}): {self.field_map!r}") from error
+        if self.field_map is not None and not isinstance(self.field_map, dict):
+            raise ValueError(f"field_map must map schema fields to column names, got {self.field_map!r}")
+        for key, column in (self.field_map or {}).items():
+            if key not in (*MAPPABLE_FIELDS, "question") or not isinstance(column, str):
+                raise ValueError(
+                    f"field_map entry {key!r}: {column!r}: keys must be schema fields ({', '.join(MAPPABLE_FIELDS)}) "
+                    "and values column names"
+                )
+
+    def resolved_field_map(self) -> dict[str, str]:
+        """Schema field -> source column, with question_field/answer_field as the defaults for problem/answer."""
+        mapping = {"problem": self.question_field, "answer": self.answer_field}
+        for key, column in (self.field_map or {}).items():
+            mapping["problem" if key == "question" else key] = column
+        return mapping
+
+
+@dataclass
+class SchemaReport:
+    """What loading did to the rows: how many came in, how many were kept, and each dropped row with its reason."""
+
+    source: str
+    rows_in: int = 0
+    rows_kept: int = 0
+    problems: list[tuple[int, str, str]] = field(default_factory=list)  # (row index in the source, field, message)
+
+    @property
+    def rows_dropped(self) -> int:
+        return self.rows_in - self.rows_kept
+
+    def reasons(self) -> dict[str, int]:
+        """Dropped rows counted by reason ("answer is None", ...), most frequent first."""
+        return dict(Counter(f"{name} {message.split(';')[0]}" for _, name, message in self.problems).most_common())
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "rows_in": self.rows_in,
+            "rows_kept": self.rows_kept,
+            "rows_dropped": self.rows_dropped,
+            "reasons": self.reasons(),
+            "dropped_rows": [
+                {"row": index, "field": name, "problem": message} for index, name, message in self.problems
+            ],
+        }
 
 
 def row_id(text: str, prefix: str = "row") -> str:
@@ -64,8 +156,51 @@ def row_id(text: str, prefix: str = "row") -> str:
     return f"{prefix}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
 
 
+def build_prompt(question: str, system_prompt: str | None = None, user_template: str = "{problem}") -> list[dict]:
+    """Chat messages for one question. `{problem}` is replaced literally, so templates may hold LaTeX braces
+    (R1's "put your final answer within \\boxed{}") without being read as format fields."""
+    prompt = [{"role": "user", "content": user_template.replace("{problem}", question)}]
+    if system_prompt:
+        prompt.insert(0, {"role": "system", "content": system_prompt})
+    return prompt
+
+
+def question_text(row: dict, question_field: str = "problem") -> str:
+    """The bare question of a row (no template): its question column, else its last user message.
+
+    Filters compare questions, never templated prompts: a shared system prompt would make every row look
+    like a duplicate of every other, and like a copy of every evaluation problem.
+    """
+    value = row.get(question_field)
+    if isinstance(value, str) and value.strip():
+        return value
+    messages = row.get("prompt") or row.get("messages")
+    if isinstance(messages, str):
+        return messages
+    for message in reversed(messages or []):
+        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
+            return message["content"]
+    return ""
+
+
+def set_column(dataset, name: str, values: list, dtype: str | None = None, is_list: bool = False):
+    """The dataset with column `name` set to `values` (replaced if present). `dtype` ("string", "float64",
+    "bool", ...) fixes the Arrow type, which Arrow cannot infer from a column of only None or only []."""
+    from datasets import List, Value
+
+    if name in dataset.column_names:
+        dataset = dataset.remove_columns(name)
+    feature = None if dtype is None else (List(Value(dtype)) if is_list else Value(dtype))
+    return dataset.add_column(name, values, feature=feature)
+
+
 def load_rows(args: DataArguments, split: str | None = None):
     """A `datasets.Dataset` in the row schema. `split` overrides `args.dataset_split`."""
+    return load_rows_with_report(args, split)[0]
+
+
+def load_rows_with_report(args: DataArguments, split: str | None = None):
+    """`(dataset, SchemaReport)`: the rows in the schema and what validation dropped (in `drop` mode)."""
     from datasets import Dataset
 
     split = split or args.dataset_split
@@ -79,11 +214,11 @@ def load_rows(args: DataArguments, split: str | None = None):
             system_prompt=args.system_prompt,
             user_template=args.user_template,
         )
-        return Dataset.from_list(rows)
+        return Dataset.from_list(rows), SchemaReport(name, len(rows), len(rows))
     dataset = _load_external(name, args.dataset_config, split)
     if args.dataset_num_rows is not None:
         dataset = dataset.select(range(min(args.dataset_num_rows, len(dataset))))
-    return to_schema(dataset, name, args)
+    return to_schema_with_report(dataset, name, args)
 
 
 def _load_external(name: str, config: str | None, split: str):
@@ -119,38 +254,135 @@ def _load_external(name: str, config: str | None, split: str):
 
 def to_schema(dataset, source: str, args: DataArguments):
     """Add `prompt`, `answer`, `id`, `verifier` where a source lacks them; error on rows that cannot be mapped."""
-    columns = set(dataset.column_names)
-    if "prompt" not in columns and "messages" not in columns and args.question_field not in columns:
+    return to_schema_with_report(dataset, source, args)[0]
+
+
+def _check_columns(
+    columns: set[str], source: str, mapping: dict[str, str], args: DataArguments, needs_answer: bool
+) -> None:
+    """Source-level mistakes (a column that is not there at all) get one error, not one per row."""
+    if "prompt" not in columns and "messages" not in columns and mapping["problem"] not in columns:
         raise SchemaError(
-            f"{source}: rows have neither 'prompt' nor the question field {args.question_field!r} "
+            f"{source}: rows have neither 'prompt' nor the question field {mapping['problem']!r} "
             f"(columns: {sorted(columns)}). Set question_field to the column that holds the question."
         )
+    for key, column in (args.field_map or {}).items():
+        if column not in columns:
+            raise SchemaError(
+                f"{source}: field_map maps {key!r} to the column {column!r}, which the source does not have "
+                f"(columns: {sorted(columns)}). Fix the field map."
+            )
+    may_be_code = "tests" in columns or "tests" in mapping or "verifier" in columns or args.verifier == "code"
+    if needs_answer and not may_be_code and mapping["answer"] not in columns:
+        raise SchemaError(
+            f"{source}: rows have no answer column {mapping['answer']!r} (columns: {sorted(columns)}), and math rows "
+            "need a gold answer. Set answer_field to the column that holds it (a worked solution ending in \\boxed{} "
+            "works too), or map 'tests' for code rows."
+        )
 
-    answer_feature = dataset.features.get(args.answer_field)
+
+def _row_problem(out: dict, row: dict, verifier: str, answer_column: str) -> tuple[str, str] | None:
+    """(field, what is wrong and how to fix it) for a converted row that breaks the schema; None when it is fine."""
+    if verifier not in VERIFIERS:
+        return (
+            "verifier",
+            f"is {verifier!r}, not a known verifier ({', '.join(VERIFIERS)}); set the verifier column or option",
+        )
+    if verifier == "math":
+        answer = out.get("answer", row.get("answer"))
+        if answer is None or not str(answer).strip():
+            return answer_column, f"is {answer!r}; a math row needs a gold answer"
+        return None
+    tests = out.get("tests", row.get("tests"))
+    if tests is None or (isinstance(tests, str) and not tests.strip()):
+        return "tests", f"is {tests!r}; a code row needs tests (stdin/stdout pairs or asserts)"
+    from rewards.code_tests import parse_tests
+
+    try:
+        parse_tests(tests)
+    except ValueError as error:
+        return "tests", (
+            f"cannot be read by the code verifier ({error}); it takes {{'inputs': [...], 'outputs': [...]}} "
+            "or {'test': ..., 'entry_point': ...}"
+        )
+    return None
+
+
+def to_schema_with_report(dataset, source: str, args: DataArguments):
+    """`(dataset, SchemaReport)`. Rows that break the schema raise one SchemaError naming them all, or are
+    dropped and counted when `args.on_error == "drop"`."""
+    mapping = args.resolved_field_map()
+    columns = set(dataset.column_names)
+    conversations_only = "prompt" not in columns and mapping["problem"] not in columns  # SFT `messages` rows
+    _check_columns(columns, source, mapping, args, needs_answer=not conversations_only)
+    answer_column = mapping["answer"]
+    answer_feature = dataset.features.get(answer_column)
     if answer_feature is not None and getattr(answer_feature, "dtype", None) not in ("string", "large_string"):
         from datasets import Value
 
-        dataset = dataset.cast_column(args.answer_field, Value("string"))  # answers are text: "7", "\\frac12"
+        dataset = dataset.cast_column(answer_column, Value("string"))  # answers are text: "7", "\\frac12"
+    prefix = Path(source).stem or "row"
+    copied = {key: column for key, column in mapping.items() if key not in ("problem", "prompt") and column in columns}
 
     def convert(row, index):
-        out = {}
-        if "prompt" not in columns and "messages" not in columns:
-            question = row[args.question_field]
-            if not isinstance(question, str) or not question.strip():
-                raise SchemaError(
-                    f"{source}: row {index}: field {args.question_field!r} is {question!r}, expected non-empty text"
-                )
-            prompt = [{"role": "user", "content": args.user_template.format(problem=question)}]
-            if args.system_prompt:
-                prompt.insert(0, {"role": "system", "content": args.system_prompt})
-            out["prompt"] = prompt
-        if args.answer_field in columns and args.answer_field != "answer":
-            out["answer"] = row[args.answer_field]
-        if "id" not in columns:
-            key = row.get(args.question_field) or str(row.get("prompt") or row.get("messages"))
-            out["id"] = row_id(str(key), prefix=Path(source).stem or "row")
-        if "verifier" not in columns:
-            out["verifier"] = "code" if "tests" in columns else "math"
+        out = {key: row[column] for key, column in copied.items() if key != column}
+        problem = None
+        if "prompt" in mapping and mapping["prompt"] in columns:
+            out["prompt"] = row[mapping["prompt"]]
+        elif "prompt" not in columns and "messages" not in columns:
+            question = row[mapping["problem"]]
+            if isinstance(question, str) and question.strip():
+                out["prompt"] = build_prompt(question, args.system_prompt, args.user_template)
+            else:
+                out["prompt"] = [{"role": "user", "content": ""}]  # a placeholder of the same type; the row is reported
+                problem = mapping["problem"], f"is {question!r}, expected non-empty text (the question)"
+        source_id = row.get(copied["id"]) if "id" in copied else None
+        if source_id is None or not str(source_id).strip():
+            key = row.get(mapping["problem"]) or str(row.get("prompt") or row.get("messages"))
+            out["id"] = row_id(str(key), prefix=prefix)
+        else:
+            out["id"] = str(source_id)
+        verifier = out.get("verifier", row.get("verifier")) or args.verifier
+        if not verifier:
+            verifier = "code" if ("tests" in copied or "tests" in columns) else "math"
+        out["verifier"] = verifier
+        if "source" not in columns and "source" not in copied:
+            out["source"] = prefix
+        if problem is None and not conversations_only:
+            problem = _row_problem(out, row, verifier, answer_column)
+        # "" for a good row: a column that starts with 1000 Nones gets Arrow's null type and breaks later batches
+        out[_PROBLEM_COLUMN] = "" if problem is None else "\x1f".join(problem)
         return out
 
-    return dataset.map(convert, with_indices=True, desc=f"schema: {source}")
+    converted = dataset.map(convert, with_indices=True, desc=f"schema: {source}")
+    problems = [
+        (index, *problem.split("\x1f", 1)) for index, problem in enumerate(converted[_PROBLEM_COLUMN]) if problem
+    ]
+    converted = converted.remove_columns(_PROBLEM_COLUMN)
+    report = SchemaReport(source, rows_in=len(converted), rows_kept=len(converted) - len(problems), problems=problems)
+    if problems and args.on_error == "raise":
+        ids = converted.select([index for index, _, _ in problems[:_ERRORS_SHOWN]])["id"]
+        listed = "\n".join(
+            f"  row {index}: field {name!r} {message} (id {row_key!r})"
+            for (index, name, message), row_key in zip(problems, ids, strict=False)
+        )
+        more = f"\n  ... and {len(problems) - _ERRORS_SHOWN} more" if len(problems) > _ERRORS_SHOWN else ""
+        raise SchemaError(
+            f"{source}: {len(problems)} of {len(converted)} rows break the schema (rows counted from 0):\n{listed}{more}\n"
+            "Fix these rows in the source, map the columns that hold the question, answer or tests "
+            "(question_field, answer_field, field_map), or set on_error: drop to skip such rows and get a count by reason."
+        )
+    if problems:
+        bad = {index for index, _, _ in problems}
+        converted = converted.select([index for index in range(len(converted)) if index not in bad])
+        logger.warning(
+            "%s: dropped %d of %d rows that break the schema: %s", source, len(bad), report.rows_in, report.reasons()
+        )
+    duplicates = len(converted) - len(set(converted["id"]))
+    if duplicates:
+        logger.warning(
+            "%s: %d rows repeat the id of an earlier row (duplicate questions? see data_filters.dedup)",
+            source,
+            duplicates,
+        )
+    return converted, report

@@ -157,7 +157,8 @@ def generate_rows(
             if question in seen or split_of(question) != split:
                 continue
             seen.add(question)
-            prompt = [{"role": "user", "content": user_template.format(problem=question)}]
+            # replace, not format: a template may hold LaTeX braces ("\\boxed{}")
+            prompt = [{"role": "user", "content": user_template.replace("{problem}", question)}]
             if system_prompt:
                 prompt.insert(0, {"role": "system", "content": system_prompt})
             rows.append(

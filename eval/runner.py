@@ -108,7 +108,7 @@ def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64
                     {
                         "text": sample.text,
                         "extracted": verdict.extracted,
-                        "correct": bool(verdict.correct),
+                        "correct": verdict.correct,  # None: the row cannot be scored (it is not "wrong")
                         "reason": verdict.reason,
                         "num_tokens": sample.num_tokens,
                         "finish_reason": sample.finish_reason,

@@ -8,7 +8,7 @@ import json
 import pytest
 from datasets import Dataset
 
-from data_filters.schema import DataArguments, DatasetNotFoundError, SchemaError, load_rows
+from data_filters.schema import DataArguments, DatasetNotFoundError, SchemaError, load_rows, load_rows_with_report
 
 
 def write_jsonl(path, rows):
@@ -67,3 +67,88 @@ def test_real_aime24_loads_into_the_schema(shared_math_data):
     assert len(rows) == 30 and len(set(rows["id"])) == 30
     assert all(answer.isdigit() for answer in rows["answer"])
     assert all(prompt[-1]["role"] == "user" for prompt in rows["prompt"])
+
+
+# ---------------------------------------------------------------- field maps, validation per verifier, drop mode
+
+
+def test_a_field_map_renames_columns_and_keeps_source_ids(tmp_path):
+    rows = [
+        {"uid": 17, "question": "What is 3?", "final": "3", "level": 2, "worked": "3 is 3."},
+        {"uid": 18, "question": "What is 4?", "final": "4", "level": 5, "worked": "4 is 4."},
+    ]
+    path = write_jsonl(tmp_path / "mapped.jsonl", rows)
+    field_map = {"question": "question", "answer": "final", "id": "uid", "difficulty": "level", "solution": "worked"}
+    loaded = load_rows(DataArguments(dataset_name=str(path), field_map=field_map))
+    assert loaded["id"] == ["17", "18"]
+    assert (
+        loaded["answer"] == ["3", "4"]
+        and loaded["difficulty"] == [2, 5]
+        and loaded["solution"] == ["3 is 3.", "4 is 4."]
+    )
+    assert loaded[0]["prompt"] == [{"role": "user", "content": "What is 3?"}]
+    # the same map as a JSON string (a command-line flag)
+    again = load_rows(DataArguments(dataset_name=str(path), field_map=json.dumps(field_map)))
+    assert again["id"] == loaded["id"]
+    with pytest.raises(SchemaError, match="'tests' to the column 'cases'"):
+        load_rows(DataArguments(dataset_name=str(path), field_map={"question": "question", "tests": "cases"}))
+    with pytest.raises(ValueError, match="schema fields"):
+        DataArguments(field_map={"answr": "final"})
+
+
+def test_templates_with_latex_braces_and_the_missing_answer_column(tmp_path):
+    path = write_jsonl(tmp_path / "t.jsonl", [{"problem": "1+1?", "answer": "2"}])
+    template = "{problem}\nPut your final answer within \\boxed{}."
+    rows = load_rows(DataArguments(dataset_name=str(path), user_template=template))
+    assert rows[0]["prompt"][0]["content"] == "1+1?\nPut your final answer within \\boxed{}."
+    with pytest.raises(SchemaError, match="answer_field"):
+        load_rows(DataArguments(dataset_name=str(path), answer_field="gold"))
+
+
+def test_code_rows_need_readable_tests(tmp_path):
+    good = {"inputs": ["1\n"], "outputs": ["1\n"]}
+    rows = [
+        {"problem": "echo", "tests": json.dumps(good)},
+        {"problem": "broken", "tests": "{not json"},
+        {"problem": "none", "tests": None},
+    ]
+    path = write_jsonl(tmp_path / "code.jsonl", rows)
+    with pytest.raises(SchemaError) as error:
+        load_rows(DataArguments(dataset_name=str(path)))
+    message = str(error.value)
+    assert (
+        "2 of 3 rows" in message
+        and "row 1: field 'tests' cannot be read" in message
+        and "row 2: field 'tests'" in message
+    )
+    loaded, report = load_rows_with_report(DataArguments(dataset_name=str(path), on_error="drop"))
+    assert loaded["verifier"] == ["code"] and loaded["problem"] == ["echo"]
+    assert report.rows_in == 3 and report.rows_kept == 1 and report.rows_dropped == 2
+
+
+def test_unknown_verifiers_are_rejected(tmp_path):
+    path = write_jsonl(tmp_path / "v.jsonl", [{"problem": "p", "answer": "1", "verifier": "lean"}])
+    with pytest.raises(SchemaError, match="field 'verifier' is 'lean', not a known verifier"):
+        load_rows(DataArguments(dataset_name=str(path)))
+
+
+def test_math_train_null_answers_are_named_and_dropped_in_drop_mode(shared_math_data):
+    path = shared_math_data / "math_train.jsonl"
+    lines = path.read_text().splitlines()
+    null_rows = [i for i, line in enumerate(lines) if json.loads(line)["answer"] is None]
+    empty_rows = [i for i, line in enumerate(lines) if json.loads(line)["answer"] == ""]
+    assert len(null_rows) == 2 and len(empty_rows) == 2  # the data README names the 2 nulls; 2 more are ""
+    with pytest.raises(SchemaError) as error:
+        load_rows(DataArguments(dataset_name=str(path)))
+    message = str(error.value)
+    for index in null_rows:
+        assert f"row {index}: field 'answer' is None; a math row needs a gold answer" in message
+    for index in empty_rows:
+        assert f"row {index}: field 'answer' is ''" in message
+    assert "math_train.jsonl: 4 of 7474 rows break the schema" in message and "on_error: drop" in message
+
+    rows, report = load_rows_with_report(DataArguments(dataset_name=str(path), on_error="drop"))
+    assert len(rows) == 7474 - 4 and report.rows_dropped == 4
+    assert report.reasons() == {"answer is None": 2, "answer is ''": 2}
+    assert [entry["row"] for entry in report.to_dict()["dropped_rows"]] == sorted(null_rows + empty_rows)
+    assert all(answer.strip() for answer in rows["answer"])
