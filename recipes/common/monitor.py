@@ -1,0 +1,71 @@
+"""A training monitor for RLVR runs: every logged metric to a local metrics.jsonl, and warnings when a run
+has stopped learning.
+
+* entropy collapse: the mean within-group reward std (`groups/std_mean`) stays under a threshold for
+  `patience` consecutive logs. When every completion of a prompt gets the same reward, GRPO has no
+  gradient; the group std falls before the loss or the mean reward show anything;
+* constant rewards: every reward function's std is zero over a log window: nothing the policy does
+  changes its reward (a wrong `answer` column, an extraction that never matches, a format the template
+  breaks). This is the usual cause of "the loss is 0" reports (trl#2703).
+
+Warnings go to the log and into the run card; metrics.jsonl is written whatever `report_to` says.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+
+class RLVRMonitor(TrainerCallback):
+    def __init__(self, output_dir: str | Path, std_threshold: float = 0.05, patience: int = 3):
+        self.path = Path(output_dir) / "metrics.jsonl"
+        self.std_threshold = std_threshold
+        self.patience = patience
+        self.low_std_streak = 0
+        self.warnings: list[dict] = []
+        self._warned = set()
+
+    def _warn(self, kind: str, step: int, message: str) -> None:
+        self.warnings.append({"step": step, "kind": kind, "message": message})
+        if kind not in self._warned:  # the log says it once; the run card keeps every occurrence
+            self._warned.add(kind)
+            logger.warning("step %d: %s", step, message)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not logs or not state.is_world_process_zero:
+            return
+        step = state.global_step
+        record = {"step": step, **{key: value for key, value in logs.items() if _is_number(value)}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a") as handle:
+            handle.write(json.dumps(record) + "\n")
+        std_mean = logs.get("groups/std_mean")
+        if std_mean is not None:
+            self.low_std_streak = self.low_std_streak + 1 if std_mean < self.std_threshold else 0
+            if self.low_std_streak >= self.patience:
+                self._warn(
+                    "entropy_collapse",
+                    step,
+                    f"entropy collapse suspected: the mean within-group reward std has stayed under "
+                    f"{self.std_threshold} for {self.low_std_streak} logs (now {std_mean:.4f}); groups give no "
+                    "gradient. Raise the temperature, use harder prompts (curriculum), or enable dynamic sampling.",
+                )
+        reward_stds = {key: value for key, value in logs.items() if key.startswith("rewards/") and key.endswith("/std")}
+        if reward_stds and all(value is not None and value == 0 for value in reward_stds.values()):
+            self._warn(
+                "constant_rewards",
+                step,
+                "every reward is constant over this log window: the policy cannot change its reward, so the loss "
+                "is 0. Check the answer column, the answer extraction and the chat template.",
+            )
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))

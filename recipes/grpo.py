@@ -1,0 +1,160 @@
+"""Reinforcement learning with verifiable rewards: GRPO, Dr. GRPO and DAPO on TRL's GRPOTrainer.
+
+    python recipes/grpo.py                                   # embedded default: DAPO on the tiny cold-start model
+    accelerate launch recipes/grpo.py --config recipes/configs/demo/grpo.yaml
+    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/grpo.py \\
+        --config recipes/configs/qwen2.5-math-1.5b/dapo.yaml
+
+The three algorithms are three YAML files for this one script: they differ in GRPOConfig's `loss_type`,
+`scale_rewards`, `beta` and `epsilon_high`, and in our `dynamic_sampling`. Top to bottom: parse the
+config, load the model (for the demo, run the cold start first if its model is missing), load the rows,
+build the rewards from the registry, train (recipes.common.grpo_trainer adds dynamic sampling and the
+curriculum to TRL's trainer; recipes.common.monitor watches for collapse), save the model, the
+tokenizer and a run card.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from data_filters.schema import DataArguments, load_rows
+from recipes.common.config import parse_recipe_args, run_recipe, setup_logging
+from recipes.common.model import load_model, load_tokenizer, resolve_model_path
+from recipes.common.run_card import write_run_card
+
+logger = logging.getLogger("recipes.grpo")
+
+DEFAULT_CONFIG = "demo/dapo.yaml"
+SAMPLERS = ("random", "pass_rate_weighted")
+
+
+@dataclass
+class GRPOScriptArguments(DataArguments):
+    rewards: list[dict] = field(
+        default_factory=lambda: [{"name": "math_accuracy", "weight": 1.0}],
+        metadata={"help": "Rewards from the registry: a YAML list of {name, weight, **parameters}."},
+    )
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={"help": "DAPO's dynamic sampling: replace zero-variance groups with groups of further prompts."},
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=4, metadata={"help": "Extra generation rounds per step before zero-variance groups are let through."}
+    )
+    sampler: str = field(
+        default="random",
+        metadata={
+            "help": "'random' (TRL's shuffle) or 'pass_rate_weighted' (Kimi's curriculum, weight 1 - pass rate)."
+        },
+    )
+    curriculum: dict = field(
+        default_factory=dict,
+        metadata={
+            "help": "Options of data_filters.curriculum.CurriculumSampler: floor, estimator (ema or mean), ema_alpha, "
+            "unknown_pass_rate, prior_weight, num_samples."
+        },
+    )
+    monitor_std_threshold: float = field(
+        default=0.05, metadata={"help": "Warn of entropy collapse when the mean group reward std stays below this."}
+    )
+    monitor_patience: int = field(default=3, metadata={"help": "... for this many consecutive logs."})
+    cold_start_if_missing: bool = field(
+        default=False,
+        metadata={"help": "If model_name_or_path does not exist, first run recipes/sft.py's embedded default."},
+    )
+
+
+def ensure_cold_start(model_path: str) -> None:
+    """The demo's RL stage starts from the cold-start SFT model: build it (the SFT recipe's default) if missing."""
+    from trl import ModelConfig, SFTConfig
+
+    from recipes import sft
+
+    logger.info("%s does not exist: running the cold-start SFT recipe first (about 5 minutes on a CPU)", model_path)
+    argv = ["--output_dir", model_path]
+    sft.main(*parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv))
+
+
+def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
+    from transformers import set_seed
+    from transformers.trainer_utils import get_last_checkpoint
+    from trl import get_peft_config
+
+    from recipes.common.grpo_trainer import RLVRGRPOTrainer
+    from recipes.common.monitor import RLVRMonitor
+    from rewards import build_rewards
+
+    if script_args.sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {script_args.sampler!r}")
+    set_seed(training_args.seed)
+    path = model_args.model_name_or_path
+    if script_args.cold_start_if_missing and path and not (Path(path) / "config.json").is_file():
+        ensure_cold_start(path)
+    model_path = resolve_model_path(path)
+    tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
+
+    # transformers 5 trainers switch the KV cache off for training (TrainingArguments.use_cache=False), and
+    # TRL's generation inherits that: every new token would recompute the whole sequence (10x slower here).
+    training_args.generation_kwargs = {"use_cache": True, **(training_args.generation_kwargs or {})}
+
+    rows = load_rows(script_args)
+    reward_functions, weights = build_rewards(script_args.rewards)
+    training_args.reward_weights = weights
+    logger.info(
+        "training on %d prompts from %s with rewards %s",
+        len(rows), script_args.dataset_name, [(f.__name__, w) for f, w in zip(reward_functions, weights, strict=True)],
+    )  # fmt: skip
+
+    monitor = RLVRMonitor(training_args.output_dir, script_args.monitor_std_threshold, script_args.monitor_patience)
+    trainer = RLVRGRPOTrainer(
+        model=load_model(model_path, model_args, training_args),
+        reward_funcs=reward_functions,
+        args=training_args,
+        train_dataset=rows,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+        callbacks=[monitor],
+        dynamic_sampling=script_args.dynamic_sampling,
+        dynamic_sampling_max_rounds=script_args.dynamic_sampling_max_rounds,
+        curriculum=(script_args.curriculum or {}) if script_args.sampler == "pass_rate_weighted" else None,
+    )
+    resume = training_args.resume_from_checkpoint
+    if isinstance(resume, str) and resume.lower() in ("true", "last"):
+        resume = get_last_checkpoint(training_args.output_dir)
+        if resume is None:
+            raise ValueError(f"--resume_from_checkpoint true: {training_args.output_dir} holds no checkpoint-* folder")
+        logger.info("resuming from %s", resume)
+    trainer.train(resume_from_checkpoint=resume)
+
+    trainer.model.config.use_cache = True  # the saved model is for inference: generation wants its cache
+    trainer.save_model(training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        write_run_card(
+            training_args.output_dir,
+            {"script": script_args, "training": training_args, "model": model_args},
+            datasets={"train": rows},
+            extra={
+                "recipe": "grpo",
+                "base_model": model_path,
+                "rewards": script_args.rewards,
+                "monitor_warnings": monitor.warnings,
+                "final_step": trainer.state.global_step,
+                "processes": trainer.accelerator.num_processes,
+            },
+        )
+    logger.info("saved to %s", training_args.output_dir)
+    return Path(training_args.output_dir)
+
+
+if __name__ == "__main__":
+    from trl import GRPOConfig, ModelConfig
+
+    setup_logging()
+    parsed = parse_recipe_args((GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)
+    run_recipe(main, parsed)
