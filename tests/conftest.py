@@ -70,6 +70,14 @@ def shared_math_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def guessing_model_dir(shared_dir, tiny_model_dir) -> Path:
+    """tests/support/guessing_model.py: answers \\boxed{7} or \\boxed{3}, about half the time each (seconds to build)."""
+    from tests.support.guessing_model import build_guessing_model
+
+    return build_once(shared_dir, "tiny-guessing", lambda target: build_guessing_model(target, tiny_model_dir))
+
+
 TRAINED_STEPS = 300
 
 

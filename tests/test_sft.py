@@ -127,3 +127,122 @@ def test_uncached_hub_model_offline_is_explained(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelNotFoundError, match="not in the local cache"):
         resolve_model_path("no-such-org/no-such-model")
+
+
+# ---------------------------------------------------------------- what the cold start achieves
+
+
+def test_cold_start_lifts_pass_at_1_from_zero_and_the_model_stops_with_eos(tiny_model_dir, trained_tiny_model_dir):
+    """The shared 300-step fixture (150 problems x 8 samples) against the untrained model (x 1: it never answers)."""
+    from data_filters.synthetic import generate_rows
+    from eval.runner import sample_and_score
+    from eval.sampler import SamplingParams, TransformersSampler
+
+    rows = generate_rows([1, 2, 3], 50, seed=0, split="eval")  # levels it was trained on, problems it never saw
+    measured = {}
+    for name, path, n in (("base", tiny_model_dir, 1), ("sft", trained_tiny_model_dir, 8)):
+        model = AutoModelForCausalLM.from_pretrained(path)
+        assert model.config.use_cache is True  # saved for generation
+        sampler = TransformersSampler(model, AutoTokenizer.from_pretrained(path), batch_size=256)
+        params = SamplingParams(n=n, temperature=1.0, max_new_tokens=48, seed=0)
+        results = sample_and_score(sampler, rows, params, progress=False)
+        samples = [sample for result in results for sample in result.samples]
+        measured[name] = {
+            "pass@1": sum(result.pass_at(1) for result in results) / len(results),
+            "stop": sum(sample["finish_reason"] == "stop" for sample in samples) / len(samples),
+        }
+    assert measured["base"]["pass@1"] == 0.0, measured  # an untrained model never writes the answer
+    assert measured["sft"]["pass@1"] > 0.01, measured  # about 0.026 measured (the format; the lookup comes later)
+    assert measured["sft"]["stop"] > 0.99, measured  # every answer ends with EOS well within 48 tokens
+    assert measured["base"]["stop"] < 0.5, measured
+
+
+def short_run(model_dir, out, *extra: str):
+    argv = [
+        "--model_name_or_path", str(model_dir), "--output_dir", str(out), "--max_steps", "3",
+        "--dataset_num_rows", "16", "--save_strategy", "no", "--logging_steps", "1", *extra,
+    ]  # fmt: skip
+    return parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv)
+
+
+def test_packing_trains_on_packed_rows(tiny_model_dir, tmp_path):
+    script_args, training_args, model_args = short_run(tiny_model_dir, tmp_path / "packed", "--packing", "true")
+    assert training_args.packing is True
+    out = sft.main(script_args, training_args, model_args)
+    card = json.loads((out / "run_card.json").read_text())
+    assert card["config"]["training"]["packing"] is True and card["final_step"] == 3
+    AutoModelForCausalLM.from_pretrained(out)
+
+
+@pytest.mark.parametrize("merge", [False, True])
+def test_lora_saves_an_adapter_or_a_merged_model(tiny_model_dir, tmp_path, merge):
+    out = tmp_path / f"lora-{merge}"
+    lora = ["--use_peft", "true", "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj"]
+    sft.main(*short_run(tiny_model_dir, out, *lora, "--merge_lora", str(merge).lower(), "--learning_rate", "1e-2"))
+    assert (out / "adapter_config.json").is_file() is not merge
+    model = AutoModelForCausalLM.from_pretrained(out)  # an adapter folder loads with its base (peft installed)
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    ids = torch.tensor([[10, 20, 30, 40]])
+    with torch.no_grad():
+        assert not torch.allclose(model(ids).logits, base(ids).logits)  # the adapter changed the model
+    if merge:
+        changed = [
+            name for name, value in model.state_dict().items() if not torch.equal(value, base.state_dict()[name])
+        ]
+        assert changed and all("q_proj" in name or "v_proj" in name for name in changed)  # only the adapted layers
+
+
+def test_assistant_template_joins_columns_into_the_assistant_turn():
+    from datasets import Dataset
+
+    from recipes.common.data import to_sft_conversations
+
+    rows = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": "Q?"}], "thinking": "x = {2}", "attempt": "\\boxed{2}", "id": "r0"}]
+    )
+    out = to_sft_conversations(rows, "s1k", "<think>\n{thinking}\n</think>\n{attempt}")
+    assert out[0]["messages"][-1] == {"role": "assistant", "content": "<think>\nx = {2}\n</think>\n\\boxed{2}"}
+    with pytest.raises(ValueError, match="deepseek_attempt"):
+        to_sft_conversations(rows, "s1k", "{thinking} {deepseek_attempt}")
+    empty = Dataset.from_list([{"prompt": [{"role": "user", "content": "Q?"}], "thinking": " ", "id": "r1"}])
+    with pytest.raises(ValueError, match="r1.*thinking"):
+        to_sft_conversations(empty, "s1k", "{thinking}")
+
+
+def test_model_config_overrides_extend_the_context_as_the_model_loads(tiny_model_dir):
+    from recipes.common.model import load_model
+
+    _, training_args, model_args = short_run(tiny_model_dir, "unused")
+    rope = {"rope_type": "default", "rope_theta": 300000.0}
+    model = load_model(str(tiny_model_dir), model_args, training_args, {"max_position_embeddings": 2048, "rope_parameters": rope})  # fmt: skip
+    assert model.config.max_position_embeddings == 2048 and model.config.rope_parameters["rope_theta"] == 300000.0
+    with pytest.raises(ValueError, match="model_config_overrides"):
+        short_run(tiny_model_dir, "unused", "--model_config_overrides", "{not json")
+
+
+def test_every_sft_and_data_recipe_config_parses():
+    """The SFT, rejection-sampling and distillation YAMLs (bf16 off only because this machine has no GPU)."""
+    import yaml
+
+    from recipes import distill
+    from recipes import rejection_sampling as rs
+    from recipes.common.config import CONFIG_DIR
+
+    scripts = {"sft": sft.SFTScriptArguments, "rejection_sampling": rs.RejectionSamplingArguments}
+    scripts["distill"] = distill.DistillScriptArguments
+    checked = []
+    for path in sorted(CONFIG_DIR.rglob("*.yaml")):
+        kind = next((name for name in scripts if path.stem.startswith(name)), None)
+        if kind is None:
+            continue
+        raw = yaml.safe_load(path.read_text())
+        cpu = ["--bf16", "false"] if raw.get("bf16") else []
+        script_args, training_args, model_args = parse_recipe_args((scripts[kind], SFTConfig, ModelConfig), str(path), cpu)  # fmt: skip
+        assert training_args.learning_rate == raw["learning_rate"]
+        assert model_args.model_name_or_path or script_args.student_spec  # a model to train, or one to build
+        if "eos_token" in raw:
+            assert training_args.eos_token == raw["eos_token"]
+        checked.append(str(path.relative_to(CONFIG_DIR)))
+    expected = {"demo/sft.yaml", "demo/rejection_sampling.yaml", "demo/distill.yaml"}
+    expected |= {"qwen2.5-math-1.5b/sft_cold_start.yaml", "qwen2.5-7b/sft_distill.yaml"}
+    assert expected <= set(checked), checked

@@ -28,6 +28,20 @@ def setup_logging(level: int = logging.INFO) -> None:
     )
 
 
+def mapping_option(value, name: str) -> dict | None:
+    """A mapping option of a recipe's arguments: a dict from the YAML, or a JSON string from the command line."""
+    import json
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else None
+        except ValueError as error:
+            raise ValueError(f"{name} is not valid JSON ({error}): {value!r}") from error
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"{name} must be a mapping of option names to values, got {value!r}")
+    return value
+
+
 def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: list[str] | None = None) -> tuple:
     """Parse the recipe's dataclasses from `argv`, reading `default_config` when no `--config` is given.
 

@@ -103,7 +103,9 @@ def model_init_kwargs(model_args, training_args) -> dict:
     return {key: value for key, value in kwargs.items() if value is not None}
 
 
-def load_model(name_or_path: str, model_args, training_args):
+def load_model(name_or_path: str, model_args, training_args, config_overrides: dict | None = None):
+    """The model, with `config_overrides` (config attributes, e.g. a longer context) applied as it loads."""
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(name_or_path, **model_init_kwargs(model_args, training_args))
+    kwargs = {**model_init_kwargs(model_args, training_args), **(config_overrides or {})}
+    return AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
