@@ -336,7 +336,8 @@ def to_schema_with_report(dataset, source: str, args: DataArguments):
             else:
                 out["prompt"] = [{"role": "user", "content": ""}]  # a placeholder of the same type; the row is reported
                 problem = mapping["problem"], f"is {question!r}, expected non-empty text (the question)"
-        source_id = row.get(copied["id"]) if "id" in copied else None
+        # the source's own id (an `id` column, or the column field_map names) wins over a hash of the question
+        source_id = row.get(copied["id"]) if "id" in copied else row.get("id") if "id" in columns else None
         if source_id is None or not str(source_id).strip():
             key = row.get(mapping["problem"]) or str(row.get("prompt") or row.get("messages"))
             out["id"] = row_id(str(key), prefix=prefix)

@@ -152,3 +152,13 @@ def test_math_train_null_answers_are_named_and_dropped_in_drop_mode(shared_math_
     assert report.reasons() == {"answer is None": 2, "answer is ''": 2}
     assert [entry["row"] for entry in report.to_dict()["dropped_rows"]] == sorted(null_rows + empty_rows)
     assert all(answer.strip() for answer in rows["answer"])
+
+
+def test_a_source_id_column_is_kept_without_a_field_map(tmp_path):
+    path = write_jsonl(
+        tmp_path / "set.jsonl",
+        [{"id": "aime-7", "problem": "1+1?", "answer": 2}, {"id": "", "problem": "2+2?", "answer": "4"}],
+    )
+    rows = load_rows(DataArguments(dataset_name=str(path)))
+    assert rows[0]["id"] == "aime-7"
+    assert rows[1]["id"].startswith("set-") and rows[1]["id"] != "set-"  # an empty id falls back to the hash
