@@ -1,5 +1,5 @@
-"""scripts/demo.py --fast: the whole embedded pipeline runs, prints the before/after table, and a rerun
-skips the stages whose output exists."""
+"""scripts/demo.py --fast: every stage of the pipeline runs through the recipes, every stage is evaluated, the
+report and its plots are written, a rerun skips what exists, and a seed fixes the result."""
 
 from __future__ import annotations
 
@@ -12,29 +12,77 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 import demo  # noqa: E402
 
+STAGES = ["base", "sft", "dapo", "rs", "distill"]
 
-def test_fast_demo_runs_end_to_end_and_reruns_cheaply(tmp_path, capsys):
+
+def test_fast_demo_runs_every_stage_and_reruns_cheaply(tmp_path, capsys):
     out = tmp_path / "demo"
-    result = demo.main(["--fast", "--threads", "1", "--output-dir", str(out)])
+    table = demo.main(["--fast", "--threads", "1", "--output-dir", str(out)])
     printed = capsys.readouterr().out
-    assert "| level | base | cold-start SFT |" in printed
-    assert sorted(result["after"]) == demo.EVAL_LEVELS
-    for level in demo.EVAL_LEVELS:
-        assert 0.0 <= result["before"][level]["pass@1"] <= 1.0
-    assert (out / "report.md").read_text().count("\n|") >= len(demo.EVAL_LEVELS) + 1
-    sft_card = out / "sft" / "run_card.json"
-    assert json.loads(sft_card.read_text())["config"]["training"]["max_steps"] == 8
-    stamp = sft_card.stat().st_mtime_ns
+    assert list(table) == STAGES
+    for stage in STAGES:
+        row = table[stage]
+        assert sorted(row["by_level"]) == demo.EVAL_LEVELS
+        assert 0.0 <= row["pass@1 (5-12)"]["mean"] <= 1.0
+        assert (out / "eval" / stage).is_dir()
+    # the base model is untrained: it cannot answer, whatever the sampling
+    assert table["base"]["pass@1 (1-4)"]["mean"] == 0.0
+    report = (out / "report.md").read_text()
+    assert "| stage | pass@1, levels 1-4 |" in report and "| stage | pass@1, levels 1-4 |" in printed
+    for stage in STAGES:
+        assert demo.STAGE_NAMES[stage] in report
+    assert (out / "pass_at_k.png").stat().st_size > 0 and (out / "grpo_curves.png").stat().st_size > 0
+    assert "- filter (synthetic:1-10" in report and "- dapo: 2 steps" in report
+    pool = [json.loads(line) for line in (out / "filter" / "rl_pool.jsonl").open()]
+    assert pool and all("pass_rate" in row for row in pool)
+    assert json.loads((out / "dapo" / "run_card.json").read_text())["config"]["script"]["dataset_name"] == str(
+        out / "filter" / "rl_pool.jsonl"
+    )
 
+    stamps = {stage: (out / stage / "run_card.json").stat().st_mtime_ns for stage in ("sft", "dapo", "rs", "distill")}
     again = demo.main(["--fast", "--threads", "1", "--output-dir", str(out)])
-    assert sft_card.stat().st_mtime_ns == stamp  # SFT was not redone
-    assert again["after"] == result["after"]
+    assert {stage: (out / stage / "run_card.json").stat().st_mtime_ns for stage in stamps} == stamps  # not redone
+    assert again == table
+
+
+def test_random_reward_control_trains_on_a_coin_flip(tmp_path):
+    out = tmp_path / "demo"
+    table = demo.main(
+        ["--fast", "--threads", "1", "--output-dir", str(out), "--skip", "rs", "distill", "--control", "random-reward"]
+    )
+    assert list(table) == ["base", "sft", "dapo", "dapo_random"]
+    card = json.loads((out / "dapo_random" / "run_card.json").read_text())
+    names = [reward["name"] for reward in card["rewards"]]
+    assert "random" in names and "math_accuracy" not in names
+    assert "math_accuracy" in [
+        reward["name"] for reward in json.loads((out / "dapo" / "run_card.json").read_text())["rewards"]
+    ]
+    assert "Random-reward control" in (out / "report.md").read_text()
 
 
 def test_demo_is_deterministic_for_a_seed(tmp_path):
-    first = demo.main(["--fast", "--threads", "1", "--output-dir", str(tmp_path / "a"), "--seed", "3"])
-    second = demo.main(["--fast", "--threads", "1", "--output-dir", str(tmp_path / "b"), "--seed", "3"])
+    argv = ["--fast", "--threads", "1", "--seed", "3", "--skip", "rs", "distill"]
+    first = demo.main([*argv, "--output-dir", str(tmp_path / "a")])
+    second = demo.main([*argv, "--output-dir", str(tmp_path / "b")])
     assert first == second
-    a = json.loads((tmp_path / "a" / "eval_sft.json").read_text())
-    b = json.loads((tmp_path / "b" / "eval_sft.json").read_text())
-    assert a["by_level"] == b["by_level"]
+    samples = [(tmp_path / run / "eval" / "dapo").glob("*/samples.jsonl") for run in ("a", "b")]
+    a, b = (next(iter(paths)).read_text() for paths in samples)
+    assert a == b
+
+
+def test_verdicts_say_whether_intervals_overlap():
+    def stat(mean, low, high):
+        return {"mean": mean, "ci95": [low, high]}
+
+    table = {
+        "base": {"pass@1 (1-4)": stat(0.0, 0.0, 0.0), "pass@1 (5-12)": stat(0.0, 0.0, 0.0)},
+        "sft": {"pass@1 (1-4)": stat(0.9, 0.85, 0.95), "pass@1 (5-12)": stat(0.2, 0.15, 0.25)},
+        "dapo": {"pass@1 (1-4)": stat(0.9, 0.85, 0.95), "pass@1 (5-12)": stat(0.24, 0.2, 0.3)},
+    }
+    table["dapo_random"] = {"pass@1 (1-4)": stat(0.1, 0.05, 0.15), "pass@1 (5-12)": stat(0.05, 0.0, 0.1)}
+    lines = demo.verdicts(table)
+    assert lines[0] == "- Cold start over base, pass@1 on levels 1-4: +0.900 (intervals do not overlap)."
+    assert lines[1] == "- DAPO over cold start, pass@1 on levels 5-12: +0.040 (intervals overlap)."
+    assert lines[2].startswith(
+        "- Random-reward control over cold start, levels 5-12: -0.150 (intervals do not overlap)"
+    )
