@@ -16,24 +16,11 @@ and lays them out as TRL's `RepeatSampler` does, so that a GRPOTrainer subclass 
         repeat `repeat_count` times:                  # TRL: num_iterations * steps_per_generation
             for each index: yield it `mini_repeat_count` times   # TRL: num_generations (one group)
 
-    class CurriculumGRPOTrainer(GRPOTrainer):
-        def _get_train_sampler(self, dataset=None):
-            self.curriculum = CurriculumSampler.from_dataset(
-                dataset if dataset is not None else self.train_dataset,
-                mini_repeat_count=self.num_generations,
-                batch_size=self.args.generation_batch_size // self.num_generations,
-                repeat_count=self.num_iterations * self.args.steps_per_generation,
-                seed=self.args.seed,
-            )
-            return self.curriculum
+recipes/common/grpo_trainer.py is that subclass (`sampler: pass_rate_weighted` in a recipes/grpo.py config):
+it returns this sampler from `_get_train_sampler` and, after each generation, calls `update` with the ids
+and accuracy rewards of every process's rows.
 
-        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            ids = gather_object([row["id"] for row in inputs])         # every process's rows, in gather order
-            self.curriculum.update(ids, rewards_per_func[:, ACCURACY].tolist())  # already gathered by TRL
-            return rewards_per_func
-
-Every process must see the same updates (the gathered ids and rewards, as above) so that all of them draw
+Every process must see the same updates (the gathered ids and rewards) so that all of them draw
 the same indices: accelerate gives each process its slice of one shared sequence. Updates act on the
 draws after them; the DataLoader may already hold a prefetched batch, which is drawn with older weights.
 
