@@ -102,27 +102,11 @@ def test_layout_matches_trl_repeat_sampler():
 
 
 def test_plugs_into_a_grpo_trainer_subclass(tiny_model_dir, tmp_path):
-    """The subclass the module docstring describes: TRL's dataloader draws through our sampler."""
-    from trl import GRPOConfig, GRPOTrainer
+    """recipes/common/grpo_trainer.py's subclass, with the curriculum's default options: TRL's dataloader draws
+    through our sampler and the rewards flow back into it."""
+    from trl import GRPOConfig
 
-    class CurriculumGRPOTrainer(GRPOTrainer):
-        def _get_train_sampler(self, dataset=None):
-            self.curriculum = CurriculumSampler.from_dataset(
-                dataset if dataset is not None else self.train_dataset,
-                mini_repeat_count=self.num_generations,
-                batch_size=self.args.generation_batch_size // self.num_generations,
-                repeat_count=self.num_iterations * self.args.steps_per_generation,
-                seed=self.args.seed,
-            )
-            return self.curriculum
-
-        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-            from accelerate.utils import gather_object
-
-            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            ids = gather_object([row["id"] for row in inputs])
-            self.curriculum.update(ids, rewards_per_func[:, 0].tolist())
-            return rewards_per_func
+    from recipes.common.grpo_trainer import RLVRGRPOTrainer
 
     rows = [
         {"prompt": [{"role": "user", "content": f"q{i}"}], "id": f"r{i}", "pass_rate": p}
@@ -132,9 +116,9 @@ def test_plugs_into_a_grpo_trainer_subclass(tiny_model_dir, tmp_path):
         output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_completion_length=4,
         bf16=False, use_cpu=True, report_to="none", seed=0, max_steps=1, gradient_checkpointing=False,
     )  # fmt: skip
-    trainer = CurriculumGRPOTrainer(
+    trainer = RLVRGRPOTrainer(
         model=str(tiny_model_dir), reward_funcs=lambda completions, **kw: [1.0] * len(completions), args=args,
-        train_dataset=Dataset.from_list(rows),
+        train_dataset=Dataset.from_list(rows), curriculum={},
     )  # fmt: skip
     batch = next(iter(trainer.get_train_dataloader()))
     assert isinstance(trainer.curriculum, CurriculumSampler)

@@ -73,7 +73,7 @@ class RLVRGRPOTrainer(GRPOTrainer):
     # ------------------------------------------------------------ prompt sampling
 
     def _get_train_sampler(self, dataset=None):
-        if not self.curriculum_options:
+        if self.curriculum_options is None:  # {} is the curriculum with its default options
             return super()._get_train_sampler(dataset)
         from data_filters.curriculum import CurriculumSampler
 
