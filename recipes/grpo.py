@@ -70,17 +70,6 @@ class GRPOScriptArguments(DataArguments):
     )
 
 
-def ensure_cold_start(model_path: str) -> None:
-    """The demo's RL stage starts from the cold-start SFT model: build it (the SFT recipe's default) if missing."""
-    from trl import ModelConfig, SFTConfig
-
-    from recipes import sft
-
-    logger.info("%s does not exist: running the cold-start SFT recipe first (about 5 minutes on a CPU)", model_path)
-    argv = ["--output_dir", model_path]
-    sft.main(*parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv))
-
-
 def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     from transformers import set_seed
     from transformers.trainer_utils import get_last_checkpoint
@@ -95,7 +84,9 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     set_seed(training_args.seed)
     path = model_args.model_name_or_path
     if script_args.cold_start_if_missing and path and not (Path(path) / "config.json").is_file():
-        ensure_cold_start(path)
+        from recipes.sft import run_default_cold_start
+
+        run_default_cold_start(path)
     model_path = resolve_model_path(path)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
 

@@ -244,10 +244,10 @@ def run_pair(args, scratch: Path, order: tuple[str, str]) -> dict[str, StepClock
 def ensure_model(model: Path) -> None:
     if (model / "config.json").is_file():
         return
-    from recipes import grpo
+    from recipes.sft import run_default_cold_start
 
     print(f"{model} is missing: building the cold-start model with recipes/sft.py's demo config (~5 min)")
-    grpo.ensure_cold_start(str(model))
+    run_default_cold_start(str(model))
 
 
 def main(argv: list[str] | None = None) -> dict:

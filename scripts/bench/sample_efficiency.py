@@ -309,12 +309,12 @@ def main(argv: list[str] | None = None) -> dict:
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
     if not (args.model / "config.json").is_file():
-        from recipes import grpo
+        from recipes.sft import run_default_cold_start
 
         logger.info(
             "%s is missing: building the cold-start model with recipes/sft.py's demo config (~5 min)", args.model
         )
-        grpo.ensure_cold_start(str(args.model))
+        run_default_cold_start(str(args.model))
     args.output_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     rows = generate_rows(EVAL_LEVELS, args.eval_problems, seed=args.seed, split="eval")
