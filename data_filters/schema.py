@@ -206,8 +206,8 @@ def load_rows_with_report(args: DataArguments, split: str | None = None):
     split = split or args.dataset_split
     name = args.dataset_name.strip()
     if synthetic.is_synthetic_name(name):
-        rows = synthetic.generate_rows(
-            synthetic.parse_levels(name),
+        rows = synthetic.generate_named(
+            name,
             args.dataset_num_rows or 1000,
             seed=args.dataset_seed,
             split="eval" if split in _EVAL_SPLITS else "train",

@@ -32,7 +32,9 @@ DEFAULT_MAX_VALUE = 99
 SPLITS = ("train", "eval")
 _EVAL_BUCKETS = 8  # one question in 8 belongs to the eval split
 _VARIABLES = string.ascii_lowercase
-_NAME = re.compile(r"^synthetic(?::(?P<levels>[0-9,\- ]+))?$")
+# Generated task families by name: `synthetic:<levels>` (this module) and `arithmetic:<levels>`
+# (data_filters.arithmetic, word problems for real pretrained models).
+_NAME = re.compile(r"^(?P<family>synthetic|arithmetic)(?::(?P<levels>[0-9,\- ]+))?$")
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def parse_levels(name: str) -> list[int]:
     """Levels from a dataset name: `synthetic:3` -> [3], `synthetic:1-3` -> [1, 2, 3], `synthetic:1,4` -> [1, 4]."""
     match = _NAME.match(name.strip())
     if not match:
-        raise ValueError(f"not a synthetic dataset name: {name!r}; expected 'synthetic:<levels>', e.g. 'synthetic:1-3'")
+        raise ValueError(f"not a generated dataset name: {name!r}; expected e.g. 'synthetic:1-3' or 'arithmetic:1-2'")
     spec = match.group("levels")
     if not spec:
         raise ValueError(f"{name!r} names no level; write e.g. 'synthetic:1-3' or 'synthetic:4'")
@@ -117,7 +119,19 @@ def parse_levels(name: str) -> list[int]:
 
 
 def is_synthetic_name(name: str) -> bool:
+    """A generated task's name: `synthetic:<levels>` or `arithmetic:<levels>`."""
     return bool(_NAME.match(name.strip()))
+
+
+def generate_named(name: str, num_per_level: int, seed: int = 0, split: str = "train", **prompt_options) -> list:
+    """Rows of the generated task `name` (`synthetic:1-3`, `arithmetic:1-2`); prompt_options: system_prompt,
+    user_template."""
+    levels = parse_levels(name)
+    if _NAME.match(name.strip()).group("family") == "arithmetic":
+        from data_filters import arithmetic
+
+        return arithmetic.generate_rows(levels, num_per_level, seed=seed, split=split, **prompt_options)
+    return generate_rows(levels, num_per_level, seed=seed, split=split, **prompt_options)
 
 
 def generate_rows(

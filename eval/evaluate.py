@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk-size", type=int, default=64, help="problems sampled and written per step")
     parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM only")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM only")
+    parser.add_argument(
+        "--answer-fallbacks",
+        action="store_true",
+        help="also read an unboxed final answer ('Answer: X', 'the final answer is X'): for models not trained to "
+        "box (instruct models before a cold start); off by default, since training rewards read boxes only",
+    )
     parser.add_argument("--overwrite", action="store_true", help="discard results on disk instead of resuming")
     args = parser.parse_args(argv)
     args.k = sorted(set(args.k or [2**i for i in range(args.n.bit_length()) if 2**i <= args.n]))
@@ -244,7 +250,8 @@ def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> di
             chunk = todo[start : start + args.chunk_size]
             generated = sampler.generate([row["prompt"] for row in chunk], params, [row["id"] for row in chunk])
             flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
-            scores = iter(score_completions(flat_rows, [s.text for samples in generated for s in samples]))
+            texts = [s.text for samples in generated for s in samples]
+            scores = iter(score_completions(flat_rows, texts, math_options={"fallbacks": args.answer_fallbacks}))
             records = []
             for row, samples in zip(chunk, generated, strict=True):
                 for index, sample in enumerate(samples):
@@ -321,6 +328,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         "max_new_tokens": args.max_new_tokens, "system_prompt": args.system_prompt, "user_template": args.user_template,
         "seeds": args.seeds, "k": args.k, "backend": args.backend, "processes": state.num_processes,
         "chat_template": args.chat_template, "plain_text_prompts": args.no_chat_template,
+        "answer_fallbacks": args.answer_fallbacks,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
     }  # fmt: skip
     datasets = {}

@@ -49,11 +49,14 @@ class Score:
     reason: str
 
 
-def score_completions(rows: list[dict], texts: list[str], code_options: dict | None = None) -> list[Score]:
+def score_completions(
+    rows: list[dict], texts: list[str], code_options: dict | None = None, math_options: dict | None = None
+) -> list[Score]:
     """The verdict of each row's own verifier (`verifier` column: "math" or "code") on its completion.
 
     One batch per verifier: the math verifier runs its sympy cases in parallel worker processes, the
     code verifier its programs in parallel sandboxes. A dataset may mix math and code rows.
+    `math_options` go to the math verifier, e.g. `{"fallbacks": True}` to read an unboxed "Answer: X".
     """
     scores: list[Score | None] = [None] * len(rows)
     by_verifier: dict[str, list[int]] = defaultdict(list)
@@ -69,7 +72,10 @@ def score_completions(rows: list[dict], texts: list[str], code_options: dict | N
 
         indices = by_verifier["math"]
         verdicts = verify_batch(
-            [rows[i]["answer"] for i in indices], [texts[i] for i in indices], [rows[i].get("id") for i in indices]
+            [rows[i]["answer"] for i in indices],
+            [texts[i] for i in indices],
+            [rows[i].get("id") for i in indices],
+            **(math_options or {}),
         )
         for index, verdict in zip(indices, verdicts, strict=True):
             scores[index] = Score(verdict.correct, verdict.extracted, verdict.reason)

@@ -31,9 +31,9 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
 
 from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import mapping_option, parse_recipe_args, run_recipe, setup_logging
-from recipes.common.model import load_model, load_tokenizer, resolve_model_path
+from recipes.common.model import load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
-from recipes.common.sft_training import EOSTemplateError, check_eos_guarantee, train_sft
+from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
 from recipes.common.traces import (
     TraceArguments,
     collect_traces,
@@ -265,13 +265,8 @@ def distill_on_policy(script_args, training_args, model_args, teacher: str, stud
     )
     logger.info("on-policy: %s learns from %s on its own completions (beta %.2f)", student, teacher, args.beta)
     trainer.train()
-    model = trainer.model
-    if hasattr(model, "merge_and_unload"):
-        model = trainer.accelerator.unwrap_model(model).merge_and_unload()
-    model.config.use_cache = True
+    save_for_inference(trainer, output_dir, tokenizer, merge_lora=True)
     if trainer.accelerator.is_main_process:
-        model.save_pretrained(output_dir)
-        tokenizer.save_pretrained(output_dir)
         write_run_card(
             output_dir,
             {"script": script_args, "training": args, "model": model_args},
@@ -288,8 +283,6 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
     from accelerate import PartialState
     from transformers import AutoTokenizer, set_seed
 
-    from recipes.sft import run_default_cold_start
-
     state = PartialState()
     if script_args.mode != "on_policy":
         require_single_process("distill")  # the teacher's sampling runs in one process
@@ -298,9 +291,9 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
         script_args.eval_samples_per_problem = 0
     set_seed(training_args.seed)
     teacher = script_args.teacher_model_name_or_path
-    if script_args.teacher_cold_start_if_missing and not (Path(teacher) / "config.json").is_file():
-        run_default_cold_start(teacher)
-    teacher = resolve_model_path(teacher)
+    teacher = resolve_model_path(
+        teacher, if_missing="cold_start" if script_args.teacher_cold_start_if_missing else None
+    )
     teacher_tokenizer = AutoTokenizer.from_pretrained(teacher)
     output_dir = Path(training_args.output_dir)
     if script_args.student_spec is not None:
@@ -313,7 +306,7 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
     else:
         student = resolve_model_path(model_args.model_name_or_path)
         check_same_vocabulary(teacher_tokenizer, AutoTokenizer.from_pretrained(student), student)
-    check_eos_guarantee(AutoTokenizer.from_pretrained(student), training_args.eos_token)
+    check_chat_template(load_tokenizer(student), training_args)
 
     rows = load_rows(script_args)
     eval_rows = load_eval_rows(script_args)
@@ -365,4 +358,4 @@ if __name__ == "__main__":
 
     setup_logging()
     parsed = parse_recipe_args((DistillScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(EOSTemplateError, TokenizerMismatchError))
+    run_recipe(main, parsed, user_errors=(ChatTemplateError, TokenizerMismatchError))

@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
 
 from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import parse_recipe_args, run_recipe, setup_logging
-from recipes.common.model import load_model, load_tokenizer, resolve_model_path
+from recipes.common.model import adapter_base, load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
 
 logger = logging.getLogger("recipes.grpo")
@@ -60,13 +60,28 @@ class GRPOScriptArguments(DataArguments):
             "unknown_pass_rate, prior_weight, num_samples."
         },
     )
+    merge_lora: bool = field(
+        default=False,
+        metadata={"help": "With use_peft: save the LoRA adapter merged into the base weights (what vLLM loads)."},
+    )
+    variance_rewards: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Rewards whose within-group spread is a group's variance, for dynamic sampling and the monitor. "
+            "Default: the accuracy rewards among `rewards` (math_accuracy, code_pass_rate, code_binary), as DAPO "
+            "filters on accuracy; with none of them, the weighted sum of all rewards."
+        },
+    )
     monitor_std_threshold: float = field(
         default=0.05, metadata={"help": "Warn of entropy collapse when the mean group reward std stays below this."}
     )
     monitor_patience: int = field(default=3, metadata={"help": "... for this many consecutive logs."})
     cold_start_if_missing: bool = field(
         default=False,
-        metadata={"help": "If model_name_or_path does not exist, first run recipes/sft.py's embedded default."},
+        metadata={
+            "help": "If model_name_or_path is missing and is the demo's own cold-start path (artifacts/demo/sft), "
+            "first run recipes/sft.py's embedded default to build it (any other missing path is an error)."
+        },
     )
 
 
@@ -77,17 +92,13 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
 
     from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.monitor import RLVRMonitor
-    from rewards import build_rewards
+    from rewards import accuracy_reward_names, build_rewards
 
     if script_args.sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {script_args.sampler!r}")
     set_seed(training_args.seed)
     path = model_args.model_name_or_path
-    if script_args.cold_start_if_missing and path and not (Path(path) / "config.json").is_file():
-        from recipes.sft import run_default_cold_start
-
-        run_default_cold_start(path)
-    model_path = resolve_model_path(path)
+    model_path = resolve_model_path(path, if_missing="cold_start" if script_args.cold_start_if_missing else None)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
 
     # transformers 5 trainers switch the KV cache off for training (TrainingArguments.use_cache=False), and
@@ -102,7 +113,15 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
         len(rows), script_args.dataset_name, [(f.__name__, w) for f, w in zip(reward_functions, weights, strict=True)],
     )  # fmt: skip
 
-    monitor = RLVRMonitor(training_args.output_dir, script_args.monitor_std_threshold, script_args.monitor_patience)
+    accuracy = accuracy_reward_names(script_args.rewards)
+    variance_rewards = script_args.variance_rewards or accuracy or None
+    logger.info("a group's variance is read from %s", variance_rewards or "the weighted sum of all rewards")
+    monitor = RLVRMonitor(
+        training_args.output_dir,
+        script_args.monitor_std_threshold,
+        script_args.monitor_patience,
+        accuracy_rewards=accuracy,
+    )
     trainer = RLVRGRPOTrainer(
         model=load_model(model_path, model_args, training_args),
         reward_funcs=reward_functions,
@@ -114,6 +133,8 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
         dynamic_sampling=script_args.dynamic_sampling,
         dynamic_sampling_max_rounds=script_args.dynamic_sampling_max_rounds,
         curriculum=(script_args.curriculum or {}) if script_args.sampler == "pass_rate_weighted" else None,
+        accuracy_reward=accuracy[0] if accuracy else "math_accuracy",
+        variance_rewards=variance_rewards,
     )
     resume = training_args.resume_from_checkpoint
     if isinstance(resume, str) and resume.lower() in ("true", "last"):
@@ -123,8 +144,8 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
         logger.info("resuming from %s", resume)
     trainer.train(resume_from_checkpoint=resume)
 
-    trainer.model.config.use_cache = True  # the saved model is for inference: generation wants its cache
-    trainer.save_model(training_args.output_dir)
+    merge = script_args.merge_lora or adapter_base(model_path) is not None  # an adapter on an adapter: merged
+    save_for_inference(trainer, training_args.output_dir, tokenizer, merge_lora=merge)
     if trainer.accelerator.is_main_process:
         write_run_card(
             training_args.output_dir,

@@ -31,9 +31,9 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
 
 from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import parse_recipe_args, run_recipe, setup_logging
-from recipes.common.model import resolve_model_path
+from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
-from recipes.common.sft_training import EOSTemplateError, train_sft
+from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
 from recipes.common.traces import (
     DEFAULT_HINT,
     TraceArguments,
@@ -133,14 +133,13 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
     """Run the rounds; returns the folder of the last model trained (the starting model if none was)."""
     from transformers import set_seed
 
-    from recipes.sft import run_default_cold_start
-
     require_single_process("rejection_sampling")
     set_seed(training_args.seed)
-    path = model_args.model_name_or_path
-    if script_args.cold_start_if_missing and path and not (Path(path) / "config.json").is_file():
-        run_default_cold_start(path)
-    base_path = resolve_model_path(path)
+    if_missing = "cold_start" if script_args.cold_start_if_missing else None
+    base_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
+    # the SFT of each round needs a template that can end turns with EOS and mask the loss: say so before
+    # the baseline evaluation and all the sampling, not after them
+    check_chat_template(load_tokenizer(base_path, model_args.model_revision), training_args)
     rows = list(load_rows(script_args))
     eval_rows = load_eval_rows(script_args)
     output_dir = Path(training_args.output_dir)
@@ -226,4 +225,4 @@ if __name__ == "__main__":
 
     setup_logging()
     parsed = parse_recipe_args((RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(EOSTemplateError,))
+    run_recipe(main, parsed, user_errors=(ChatTemplateError,))

@@ -26,7 +26,13 @@ from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import mapping_option, parse_recipe_args, run_recipe, setup_logging
 from recipes.common.data import to_sft_conversations
 from recipes.common.model import load_tokenizer, resolve_model_path
-from recipes.common.sft_training import EOSTemplateError, check_eos_guarantee, train_sft
+from recipes.common.sft_training import (
+    ChatTemplateError,
+    EOSTemplateError,
+    check_chat_template,
+    check_eos_guarantee,
+    train_sft,
+)
 
 logger = logging.getLogger("recipes.sft")
 
@@ -38,7 +44,10 @@ __all__ = ["DEFAULT_CONFIG", "EOSTemplateError", "SFTScriptArguments", "check_eo
 class SFTScriptArguments(DataArguments):
     build_tiny_model: bool = field(
         default=False,
-        metadata={"help": "Build the tiny embedded model at model_name_or_path if that folder does not exist yet."},
+        metadata={
+            "help": "Build the tiny embedded model if model_name_or_path is missing and is its own default "
+            "path, artifacts/tiny-base (any other missing path is an error)."
+        },
     )
     merge_lora: bool = field(
         default=False,
@@ -71,9 +80,10 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
     from transformers import set_seed
 
     set_seed(training_args.seed)
-    model_path = resolve_model_path(model_args.model_name_or_path, build_tiny_if_missing=script_args.build_tiny_model)
+    if_missing = "tiny" if script_args.build_tiny_model else None
+    model_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
-    check_eos_guarantee(tokenizer, training_args.eos_token)  # before loading any data: fail in seconds
+    check_chat_template(tokenizer, training_args)  # EOS ends a turn, the loss mask works: fail in seconds
 
     rows = load_rows(script_args)
     train_dataset = to_sft_conversations(rows, script_args.dataset_name, script_args.assistant_template)
@@ -96,7 +106,6 @@ def run_default_cold_start(output_dir: str | Path) -> Path:
     """The demo's later stages start from the cold-start model: build it with this recipe's default if missing."""
     from trl import ModelConfig, SFTConfig
 
-    logger.info("%s does not exist: running the cold-start SFT recipe first (about 5 minutes on a CPU)", output_dir)
     argv = ["--output_dir", str(output_dir)]
     return main(*parse_recipe_args((SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, argv))
 
@@ -106,4 +115,4 @@ if __name__ == "__main__":
 
     setup_logging()
     parsed = parse_recipe_args((SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(EOSTemplateError,))
+    run_recipe(main, parsed, user_errors=(ChatTemplateError,))

@@ -5,6 +5,22 @@
 Imports none of the project's other packages.
 """
 
-from rewards.registry import UnknownRewardError, available_rewards, build_rewards, get_reward, register
+from rewards.registry import (
+    ACCURACY_REWARDS,
+    UnknownRewardError,
+    accuracy_reward_names,
+    available_rewards,
+    build_rewards,
+    get_reward,
+    register,
+)
 
-__all__ = ["UnknownRewardError", "available_rewards", "build_rewards", "get_reward", "register"]
+__all__ = [
+    "ACCURACY_REWARDS",
+    "UnknownRewardError",
+    "accuracy_reward_names",
+    "available_rewards",
+    "build_rewards",
+    "get_reward",
+    "register",
+]

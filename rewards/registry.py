@@ -28,6 +28,18 @@ _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
 _BUILTIN_MODULES = ("rewards.math", "rewards.format", "rewards.shaping", "rewards.controls", "rewards.code")
 
 
+# The rewards that are a verifier's verdict ("is it correct"), as opposed to shaping (length, format) or
+# controls. A group's variance for DAPO's dynamic sampling, the curriculum's pass rates and the monitor's
+# "accuracy never changes" warning are read from these.
+ACCURACY_REWARDS = ("math_accuracy", "code_pass_rate", "code_binary")
+
+
+def accuracy_reward_names(specs: list) -> list[str]:
+    """The accuracy rewards among a YAML list of reward specs, in order."""
+    names = [spec if isinstance(spec, str) else spec.get("name") for spec in specs]
+    return [name for name in names if name in ACCURACY_REWARDS]
+
+
 class UnknownRewardError(ValueError):
     """A reward name or parameter that the registry does not know."""
 

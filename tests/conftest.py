@@ -104,3 +104,34 @@ def trained_tiny_model_dir(shared_dir, tiny_model_dir) -> Path:
         sft.main(*parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv))
 
     return build_once(shared_dir, f"tiny-sft-{TRAINED_STEPS}", build)
+
+
+SMOL_TOKENIZER = REPO / "tests" / "data" / "smollm2-tokenizer"
+
+
+def build_smol_standin(target: Path) -> None:
+    """A randomly initialised 2-layer Llama with SmolLM2-135M-Instruct's real tokenizer and chat template.
+
+    Everything a real model brings that the tiny one does not: a 49k BPE vocabulary, a chat template with
+    its own system prompt and no {% generation %} markers, pad = EOS = <|im_end|>, tied embeddings. Its
+    weights are random (it writes noise); the real weights are exercised by `make test-real`.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(SMOL_TOKENIZER)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+
+
+@pytest.fixture(scope="session")
+def smol_standin_dir(shared_dir) -> Path:
+    return build_once(shared_dir, "smol-standin", build_smol_standin)

@@ -19,7 +19,7 @@ from recipes.common.model import ModelNotFoundError, resolve_model_path
 from tests.conftest import REPO
 
 
-def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: int = 600, cwd=REPO) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run(
         [sys.executable, str(REPO / "recipes" / "sft.py"), *args],
@@ -27,7 +27,7 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
         text=True,
         env=env,
         timeout=timeout,
-        cwd=REPO,
+        cwd=cwd,
     )
 
 
@@ -81,15 +81,24 @@ def test_a_short_run_trains_and_saves_a_loadable_model_with_its_run_card(tiny_mo
 
 
 def test_embedded_default_runs_with_no_config(tmp_path):
-    model_dir = tmp_path / "fresh-tiny"  # does not exist: the demo config builds it
+    """A fresh clone: the demo config's own model path (artifacts/tiny-base) does not exist, and is built."""
     result = run_cli(
-        "--model_name_or_path", str(model_dir), "--output_dir", str(tmp_path / "out"), "--max_steps", "2",
-        "--dataset_num_rows", "8", "--save_strategy", "no",
+        "--output_dir", str(tmp_path / "out"), "--max_steps", "2", "--dataset_num_rows", "8", "--save_strategy", "no",
+        cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert "embedded default" in result.stderr
-    assert (model_dir / "config.json").is_file()
+    assert "demo's own tiny path" in result.stderr  # one line says what is built, before it is
+    assert (tmp_path / "artifacts" / "tiny-base" / "config.json").is_file()
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_a_mistyped_model_path_is_an_error_not_a_build(tmp_path):
+    """build_tiny_model: true (the demo config) builds only at artifacts/tiny-base, never at another missing path."""
+    result = run_cli("--model_name_or_path", "artifacts/tiny-bsae", "--output_dir", str(tmp_path / "out"), cwd=tmp_path)
+    assert result.returncode != 0
+    assert "tiny-bsae" in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "artifacts" / "tiny-bsae").exists()
 
 
 def test_missing_model_path_gives_a_clear_error(tmp_path):

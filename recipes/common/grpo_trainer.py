@@ -12,8 +12,10 @@ set from GRPOConfig. What this subclass adds:
   same number of rounds because generation gathers rewards across them;
 * a curriculum (Kimi k1.5): prompts drawn with weight 1 - pass rate (data_filters.curriculum), the pass
   rates updated online from the accuracy reward of every generated group;
-* metrics for the monitor: `groups/std_mean` (the mean within-group reward std, the earliest sign of
-  entropy collapse) and `groups/zero_std_frac` (the share of groups without reward variance);
+* which rewards define a group's variance (`variance_rewards`, by default the accuracy reward: DAPO's
+  reference filters on the accuracy metric, not on the shaped sum);
+* metrics for the monitor: `groups/std_mean` (the mean within-group std of those rewards, the earliest
+  sign of entropy collapse) and `groups/zero_std_frac` (the share of groups without variance);
 * its own state (curriculum estimates, the extra-prompt stream) saved in each checkpoint and restored
   with `resume_from_checkpoint`.
 """
@@ -51,6 +53,7 @@ class RLVRGRPOTrainer(GRPOTrainer):
         dynamic_sampling_max_rounds: int = 4,
         curriculum: dict | None = None,
         accuracy_reward: str = "math_accuracy",
+        variance_rewards: list[str] | None = None,
         **kwargs,
     ):
         self.dynamic_sampling = dynamic_sampling
@@ -58,10 +61,16 @@ class RLVRGRPOTrainer(GRPOTrainer):
         self.curriculum_options = curriculum
         self.curriculum = None
         self.accuracy_reward = accuracy_reward
+        self.variance_rewards = list(variance_rewards) if variance_rewards else None
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
         self.last_batch_group_ids: list = []
         super().__init__(*args, **kwargs)
+        unknown = sorted(set(self.variance_rewards or ()) - set(self.reward_func_names))
+        if unknown:
+            raise ValueError(
+                f"variance_rewards names {unknown}, which are not among the rewards {self.reward_func_names}"
+            )
         if self.dynamic_sampling:
             local = self.args.per_device_train_batch_size * self.args.steps_per_generation
             if local % self.num_generations:
@@ -112,8 +121,7 @@ class RLVRGRPOTrainer(GRPOTrainer):
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
         if self.model.training and self.num_generations > 1:
-            group_std = nanstd(rewards.view(-1, self.num_generations), dim=1)
-            group_std = torch.nan_to_num(group_std, nan=0.0)
+            group_std = self._group_spread(rewards_per_func, rewards)
             self._last_group_std = group_std
             mode = "train"
             self._metrics[mode]["groups/std_mean"].append(group_std.mean().item())
@@ -123,6 +131,22 @@ class RLVRGRPOTrainer(GRPOTrainer):
             if self.curriculum is not None:
                 self._update_curriculum(inputs, rewards_per_func, rewards)
         return rewards_per_func
+
+    def _group_spread(self, rewards_per_func: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
+        """Each group's reward spread, (num_groups,): what dynamic sampling and the monitor call its variance.
+
+        With `variance_rewards` (by default the recipes pass the accuracy reward), the largest within-group std
+        of those rewards alone; otherwise the std of the weighted sum. DAPO filters on accuracy: with a length
+        or format reward in the sum, a group whose answers are all wrong still varies in length, keeps a
+        "variance" and passes the filter, and the policy then trains on length alone.
+        """
+        g = self.num_generations
+        if not self.variance_rewards:
+            return torch.nan_to_num(nanstd(rewards.view(-1, g), dim=1), nan=0.0)
+        columns = [self.reward_func_names.index(name) for name in self.variance_rewards]
+        chosen = rewards_per_func[:, columns]  # (groups * g, len(columns))
+        spread = nanstd(chosen.view(-1, g, len(columns)), dim=1)  # (groups, len(columns))
+        return torch.nan_to_num(spread, nan=0.0).amax(dim=1)
 
     def _update_curriculum(self, inputs, rewards_per_func, rewards) -> None:
         """Every process applies the same (gathered) outcomes, so that all draw the same prompts."""

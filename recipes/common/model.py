@@ -8,6 +8,7 @@ tokenizer gets a pad token when it lacks one.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -24,30 +25,73 @@ def _looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "/", "~"))
 
 
-def resolve_model_path(name_or_path: str | None, build_tiny_if_missing: bool = False) -> str:
-    """Check that `name_or_path` can be loaded; build the tiny model there first when asked to.
+# The embedded default's own model folders (relative to the working directory, as the demo configs name
+# them): the only paths at which a missing model is built on the spot, and only when a config asks for it.
+DEMO_MODEL_PATHS = {"tiny": "artifacts/tiny-base", "cold_start": "artifacts/demo/sft"}
 
-    A local folder must hold a `config.json`. A Hub id (`org/name`) is passed through when the Hub can
-    be reached or the model is in the local cache.
+
+def adapter_base(path: str | Path) -> str | None:
+    """The base model of a LoRA adapter folder (from its adapter_config.json), or None for anything else."""
+    config = Path(path) / "adapter_config.json"
+    if not (Path(path).is_dir() and config.is_file() and not (Path(path) / "config.json").is_file()):
+        return None
+    base = json.loads(config.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ModelNotFoundError(f"{config} names no base_model_name_or_path, so the adapter cannot be loaded")
+    return base
+
+
+def _build_demo_model(kind: str, path: Path) -> str:
+    logger.warning(
+        "%s does not exist: it is the demo's own %s path, so it is built now (%s)",
+        path, kind, "seconds" if kind == "tiny" else "the cold-start SFT recipe, about 5 minutes on a CPU",
+    )  # fmt: skip
+    if kind == "tiny":
+        from recipes.common.tiny_model import build_tiny_model
+
+        return str(build_tiny_model(path))
+    from recipes.sft import run_default_cold_start
+
+    return str(run_default_cold_start(path))
+
+
+def resolve_model_path(name_or_path: str | None, if_missing: str | None = None) -> str:
+    """Check that `name_or_path` can be loaded: a model folder, a LoRA adapter folder, or a Hub id.
+
+    A local model folder holds a `config.json`; an adapter folder (what a LoRA run saves) holds an
+    `adapter_config.json` whose base model must itself resolve. A Hub id (`org/name`) is passed through
+    when the Hub can be reached or the model is in the local cache. `if_missing` ("tiny" or "cold_start")
+    builds the embedded default's model when the path is missing, but only at that model's own default
+    path (DEMO_MODEL_PATHS): a mistyped folder or a Hub id is an error, never a 5-minute training run.
     """
     if not name_or_path:
         raise ModelNotFoundError(
             "no model given: set model_name_or_path in the YAML config or pass --model_name_or_path "
             "(a local folder saved with save_pretrained, or a Hub id such as Qwen/Qwen2.5-Math-1.5B)"
         )
+    if if_missing not in (None, *DEMO_MODEL_PATHS):
+        raise ValueError(f"if_missing must be one of {sorted(DEMO_MODEL_PATHS)} or None, got {if_missing!r}")
     path = Path(name_or_path).expanduser()
     if path.is_dir() and (path / "config.json").is_file():
         return str(path)
-    if build_tiny_if_missing and not (path.exists() and any(path.iterdir())):
-        from recipes.common.tiny_model import build_tiny_model
-
-        logger.info("model folder %s does not exist: building the tiny embedded model there", path)
-        return str(build_tiny_model(path))
+    base = adapter_base(path)
+    if base is not None:
+        try:
+            resolve_model_path(base)
+        except ModelNotFoundError as error:
+            raise ModelNotFoundError(f"{name_or_path!r} is a LoRA adapter whose base model fails: {error}") from None
+        return str(path)
+    empty = not (path.exists() and any(path.iterdir()))
+    if if_missing is not None and empty:
+        own = Path(DEMO_MODEL_PATHS[if_missing])
+        if path.resolve() == own.resolve():
+            return _build_demo_model(if_missing, path)
+        logger.info("not building a model at %s: only the demo's own path %s is built on demand", path, own)
     if path.exists():
         raise ModelNotFoundError(
-            f"{name_or_path!r} exists but holds no config.json, so it is not a model saved with save_pretrained. "
-            "Point model_name_or_path at the folder a trainer saved (its output_dir), or build the tiny model "
-            "with: python scripts/make_tiny_model.py --output-dir " + str(path)
+            f"{name_or_path!r} exists but holds neither config.json nor adapter_config.json, so it is not a model "
+            "saved with save_pretrained. Point model_name_or_path at the folder a trainer saved (its output_dir), or "
+            "build the tiny model with: python scripts/make_tiny_model.py --output-dir " + str(path)
         )
     if not _looks_like_hub_id(name_or_path):
         raise ModelNotFoundError(
@@ -66,9 +110,15 @@ def resolve_model_path(name_or_path: str | None, build_tiny_if_missing: bool = F
     return name_or_path
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
+
+
 def load_tokenizer(name_or_path: str, revision: str = "main", trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
+    base = adapter_base(name_or_path)
+    if base is not None and not any((Path(name_or_path) / name).is_file() for name in TOKENIZER_FILES):
+        name_or_path = base  # an adapter saved without its tokenizer uses the base model's
     tokenizer = AutoTokenizer.from_pretrained(name_or_path, revision=revision, trust_remote_code=trust_remote_code)
     if tokenizer.pad_token is None:
         # Many base models ship without one; padding with EOS is what their authors do in generation.
@@ -104,8 +154,44 @@ def model_init_kwargs(model_args, training_args) -> dict:
 
 
 def load_model(name_or_path: str, model_args, training_args, config_overrides: dict | None = None):
-    """The model, with `config_overrides` (config attributes, e.g. a longer context) applied as it loads."""
+    """The model, with `config_overrides` (config attributes, e.g. a longer context) applied as it loads.
+
+    A LoRA adapter folder loads as its base model with the adapter merged in: the plain model that the
+    next stage trains (perhaps with a fresh adapter of its own) or samples from.
+    """
     from transformers import AutoModelForCausalLM
 
     kwargs = {**model_init_kwargs(model_args, training_args), **(config_overrides or {})}
-    return AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+    base = adapter_base(name_or_path)
+    if base is None:
+        return AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+    from peft import PeftModel
+
+    logger.info("%s is a LoRA adapter: loading its base %s and merging the adapter into it", name_or_path, base)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), name_or_path)
+    return model.merge_and_unload()
+
+
+def save_for_inference(trainer, output_dir: str | Path, tokenizer=None, merge_lora: bool = False) -> Path:
+    """Save a trained model as the next stage loads it: with its KV cache on, a LoRA adapter merged when asked.
+
+    Training turns the KV cache off (use_cache=False); a model saved that way samples 10x slower. With LoRA,
+    the adapter alone is saved (its adapter_config.json names the base), unless `merge_lora` asks for a
+    plain model: what vLLM loads, and what a model trained on top of another adapter must be (an adapter
+    records one base, so a chain of adapters cannot be reloaded from the last one).
+    """
+    model = trainer.model
+    output_dir = str(output_dir)
+    unwrapped = trainer.accelerator.unwrap_model(model)
+    unwrapped.config.use_cache = True
+    if hasattr(unwrapped, "get_base_model"):
+        unwrapped.get_base_model().config.use_cache = True
+    if merge_lora and hasattr(unwrapped, "merge_and_unload"):
+        merged = unwrapped.merge_and_unload()
+        if trainer.accelerator.is_main_process:
+            merged.save_pretrained(output_dir)
+            (tokenizer or trainer.processing_class).save_pretrained(output_dir)
+        logger.info("LoRA adapter merged into the base weights")
+    else:
+        trainer.save_model(output_dir)  # the model (or its adapter) and, as processing_class, the tokenizer
+    return Path(output_dir)

@@ -6,7 +6,10 @@ has stopped learning.
   gradient; the group std falls before the loss or the mean reward show anything;
 * constant rewards: every reward function's std is zero over a log window: nothing the policy does
   changes its reward (a wrong `answer` column, an extraction that never matches, a format the template
-  breaks). This is the usual cause of "the loss is 0" reports (trl#2703).
+  breaks). This is the usual cause of "the loss is 0" reports (trl#2703);
+* constant accuracy: the accuracy reward (the verifier) has not varied for `patience` consecutive logs,
+  whatever the other rewards do. A length or format reward keeps the loss moving, so nothing else looks
+  wrong, but the policy is then trained on length or format alone (a model that never boxes its answer).
 
 Warnings go to the log and into the run card; metrics.jsonl is written whatever `report_to` says.
 """
@@ -24,10 +27,18 @@ logger = logging.getLogger(__name__)
 
 
 class RLVRMonitor(TrainerCallback):
-    def __init__(self, output_dir: str | Path, std_threshold: float = 0.05, patience: int = 3):
+    def __init__(
+        self,
+        output_dir: str | Path,
+        std_threshold: float = 0.05,
+        patience: int = 3,
+        accuracy_rewards: list[str] | tuple = (),
+    ):
         self.path = Path(output_dir) / "metrics.jsonl"
         self.std_threshold = std_threshold
         self.patience = patience
+        self.accuracy_rewards = list(accuracy_rewards)
+        self.constant_accuracy_streak = {name: 0 for name in self.accuracy_rewards}
         self.low_std_streak = 0
         self.warnings: list[dict] = []
         self._warned = set()
@@ -56,6 +67,21 @@ class RLVRMonitor(TrainerCallback):
                     f"entropy collapse suspected: the mean within-group reward std has stayed under "
                     f"{self.std_threshold} for {self.low_std_streak} logs (now {std_mean:.4f}); groups give no "
                     "gradient. Raise the temperature, use harder prompts (curriculum), or enable dynamic sampling.",
+                )
+        for name in self.accuracy_rewards:
+            std, mean = logs.get(f"rewards/{name}/std"), logs.get(f"rewards/{name}/mean")
+            if std is None:
+                continue
+            streak = self.constant_accuracy_streak[name] + 1 if std == 0 else 0
+            self.constant_accuracy_streak[name] = streak
+            if streak >= self.patience:
+                self._warn(
+                    "constant_accuracy",
+                    step,
+                    f"the accuracy reward {name} has been constant ({mean}) for {streak} logs: whatever the other "
+                    "rewards do, the policy is not learning to be correct. Check that completions reach an answer "
+                    "the verifier reads (a cold start that teaches the format, a longer max_completion_length) and "
+                    "the answer column.",
                 )
         reward_stds = {key: value for key, value in logs.items() if key.startswith("rewards/") and key.endswith("/std")}
         if reward_stds and all(value is not None and value == 0 for value in reward_stds.values()):

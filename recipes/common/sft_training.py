@@ -14,13 +14,17 @@ import copy
 import logging
 from pathlib import Path
 
-from recipes.common.model import load_model, load_tokenizer
+from recipes.common.model import adapter_base, load_model, load_tokenizer, save_for_inference
 from recipes.common.run_card import write_run_card
 
 logger = logging.getLogger(__name__)
 
 
-class EOSTemplateError(ValueError):
+class ChatTemplateError(ValueError):
+    """The chat template cannot serve this SFT run; the message says what to set."""
+
+
+class EOSTemplateError(ChatTemplateError):
     """The chat template does not end an assistant turn with the EOS token, so a trained model would never stop."""
 
 
@@ -50,6 +54,61 @@ def check_eos_guarantee(tokenizer, eos_token: str | None = None) -> None:
             "the trained model would never stop generating. Set `eos_token` in the SFT config to the template's "
             "end-of-turn token (for Qwen templates: eos_token: '<|im_end|>')."
         )
+
+
+class LossMaskError(ChatTemplateError):
+    """assistant_only_loss is asked for, but the chat template cannot mark the assistant's tokens."""
+
+
+def check_loss_mask(tokenizer, assistant_only_loss: bool) -> None:
+    """Fail in seconds when `assistant_only_loss` cannot work with this chat template, saying what to set.
+
+    TRL masks the loss to the assistant's tokens through `{% generation %}` markers in the chat template,
+    and swaps in a marked copy for the templates it knows (Qwen, Llama 3, Gemma, ...). Any other template
+    (SmolLM2's, most fine-tunes') fails inside TRL's data preparation, after the model loaded, or in
+    rejection sampling after all its sampling. The check asks TRL's own function, before anything runs.
+    """
+    if not assistant_only_loss:
+        return
+    from trl.chat_template_utils import get_training_chat_template
+
+    try:
+        get_training_chat_template(tokenizer)
+    except ValueError:
+        raise LossMaskError(
+            "assistant_only_loss: true needs a chat template with {% generation %} markers, and this tokenizer's "
+            "template has none (nor does TRL know a training version of it). Set assistant_only_loss: false: the "
+            "recipes then train on prompt/completion pairs with the loss on the assistant's answer only (TRL's "
+            "completion_only_loss), which works with any template."
+        ) from None
+
+
+def check_chat_template(tokenizer, training_args) -> None:
+    """Both template checks of an SFT run: the assistant turn ends with EOS, and the loss mask can be built."""
+    check_eos_guarantee(tokenizer, training_args.eos_token)
+    check_loss_mask(tokenizer, getattr(training_args, "assistant_only_loss", False))
+
+
+def as_prompt_completion(conversations, training_args):
+    """`{"messages"}` rows -> `{"prompt", "completion"}` rows, when the loss is not masked by the template.
+
+    Without assistant_only_loss, SFTTrainer would train on every token of a `messages` row, system prompt
+    and question included. Split at the last assistant turn, the same rows train on the answer only
+    (TRL's completion_only_loss, on by default for prompt/completion data) with any chat template.
+    `completion_only_loss: false` keeps the whole conversation in the loss.
+    """
+    if getattr(training_args, "assistant_only_loss", False) or training_args.completion_only_loss is False:
+        return conversations
+    if "messages" not in conversations.column_names:
+        return conversations
+
+    def split(row):
+        messages = row["messages"]
+        if not messages or messages[-1]["role"] != "assistant":
+            raise ValueError(f"a conversation to train on must end with an assistant turn; got {messages[-1:]}")
+        return {"prompt": messages[:-1], "completion": messages[-1:]}
+
+    return conversations.map(split, remove_columns=conversations.column_names, desc="to prompt/completion")
 
 
 def _resume_point(training_args, output_dir: str) -> str | None:
@@ -107,9 +166,13 @@ def train_sft(
         tokenizer = load_tokenizer(
             model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False)
         )
-        check_eos_guarantee(tokenizer, training_args.eos_token)
+        check_chat_template(tokenizer, training_args)
     if len(conversations) == 0:
         raise ValueError(f"no conversations to train {output_dir} on")
+    conversations = as_prompt_completion(conversations, training_args)
+    if merge_lora is False and model_args.use_peft and adapter_base(model_path) is not None:
+        merge_lora = True  # an adapter names one base: one trained on top of another must be saved merged
+        logger.info("%s is itself a LoRA adapter: the new adapter is merged and saved as a plain model", model_path)
 
     trainer = SFTTrainer(
         model=load_model(model_path, model_args, training_args, config_overrides),
@@ -121,16 +184,7 @@ def train_sft(
     logger.info("SFT of %s on %d conversations -> %s", model_path, len(conversations), output_dir)
     trainer.train(resume_from_checkpoint=_resume_point(training_args, output_dir))
 
-    model = trainer.model
-    model.config.use_cache = True  # training turned the KV cache off; the saved model is for generation
-    if merge_lora and hasattr(model, "merge_and_unload"):
-        merged = trainer.accelerator.unwrap_model(model).merge_and_unload()
-        if trainer.accelerator.is_main_process:
-            merged.save_pretrained(output_dir)
-            tokenizer.save_pretrained(output_dir)
-        logger.info("LoRA adapter merged into the base weights")
-    else:
-        trainer.save_model(output_dir)  # the model (or its adapter) and, as processing_class, the tokenizer
+    save_for_inference(trainer, output_dir, tokenizer, merge_lora)
     if trainer.accelerator.is_main_process:
         write_run_card(
             output_dir,

@@ -1,0 +1,123 @@
+"""A second embedded task, for real pretrained models: arithmetic word problems with integer answers.
+
+    question:  "Mia has 14 marbles. She gives 5 of them to a friend. How many marbles does Mia have now?"
+    solution:  "Mia starts with 14 marbles. She gives away 5: 14 - 5 = 9.\\n\\boxed{9}"
+
+The level is the number of operations (1 to 4): each adds a sentence and a line of working. Why this task:
+the tiny model's lookup task is in a language of its own, but a 135 M instruct model (SmolLM2) already
+reads English and does small sums; what it lacks is the format (it copies `\\boxed{}` literally and writes
+the number outside it) and reliability on two or more steps. That is what a cold start and RL can fix in
+minutes on a CPU, which is what `make demo-real` shows. Numbers stay small (results 0..200, products of
+one-digit factors), so the task is one of reasoning in steps, not of long arithmetic.
+
+Splits are disjoint by construction, as in data_filters.synthetic: a question is in the eval split exactly
+when a hash of its text falls in the eval bucket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+
+from data_filters.synthetic import split_of
+
+NAMES = ("Mia", "Tom", "Ana", "Leo", "Sara", "Ben", "Ivy", "Omar", "Lena", "Raj", "Nora", "Eli", "Zoe", "Max")
+ITEMS = ("apples", "marbles", "stickers", "books", "coins", "pencils", "cards", "shells", "cookies", "stamps")
+MAX_LEVEL = 4
+INSTRUCTION = "Solve the problem step by step, then write the final answer as \\boxed{N}."
+
+
+@dataclass(frozen=True)
+class Step:
+    sentence: str  # what the question says
+    working: str  # the line of the solution
+    value: int  # the running total after it
+
+
+def _step(rng: random.Random, total: int, name: str, item: str) -> Step:
+    """One operation on the running total, drawn so that the result stays a small non-negative integer."""
+    kinds = ["add", "sub", "mul", "div"] if total > 0 else ["add"]
+    while True:
+        kind = rng.choice(kinds)
+        if kind == "add":
+            n = rng.randint(2, 20)
+            return Step(f"{name} gets {n} more.", f"{total} + {n} = {total + n}", total + n)
+        if kind == "sub" and total >= 3:
+            n = rng.randint(1, total - 1)
+            return Step(
+                f"{name} gives {n} of them to a friend.", f"{total} - {n} = {total - n}", total - n
+            )
+        if kind == "mul" and total <= 25:
+            n = rng.randint(2, 5)
+            return Step(f"Then the number of {item} is multiplied by {n}.", f"{total} * {n} = {total * n}", total * n)
+        if kind == "div":
+            divisors = [d for d in (2, 3, 4, 5) if total % d == 0 and total // d > 0]
+            if divisors:
+                d = rng.choice(divisors)
+                return Step(
+                    f"{name} shares them equally among {d} boxes and keeps one box.",
+                    f"{total} / {d} = {total // d}",
+                    total // d,
+                )
+
+
+def make_problem(rng: random.Random, level: int) -> tuple[str, str, int]:
+    """(question, worked solution, answer) with `level` operations."""
+    if not 1 <= level <= MAX_LEVEL:
+        raise ValueError(f"arithmetic levels are 1..{MAX_LEVEL}, got {level}")
+    name, item = rng.choice(NAMES), rng.choice(ITEMS)
+    total = rng.randint(3, 30)
+    steps = []
+    for _ in range(level):
+        step = _step(rng, total, name, item)
+        steps.append(step)
+        total = step.value
+    start = steps[0].working.split(" ")[0]
+    question = f"{name} has {start} {item}. " + " ".join(s.sentence for s in steps)
+    question += f" How many {item} does {name} have now?"
+    working = "\n".join(s.working for s in steps)
+    solution = f"{name} starts with {start} {item}.\n{working}\n\\boxed{{{total}}}"
+    return question, solution, total
+
+
+def generate_rows(
+    levels: list[int],
+    num_per_level: int,
+    seed: int = 0,
+    split: str = "train",
+    system_prompt: str | None = None,
+    user_template: str = "{problem}",
+) -> list[dict]:
+    """`num_per_level` distinct problems per level, as schema rows (deterministic for seed, split, level)."""
+    if "{problem}" not in user_template:
+        raise ValueError(f"user_template must contain '{{problem}}', got {user_template!r}")
+    rows = []
+    for level in levels:
+        rng = random.Random(f"arithmetic:{seed}:{split}:{level}")
+        seen: set[str] = set()
+        attempts = 0
+        while len(seen) < num_per_level:
+            attempts += 1
+            if attempts > 50 * num_per_level + 1000:
+                raise ValueError(f"could not draw {num_per_level} distinct level-{level} arithmetic problems")
+            question, solution, answer = make_problem(rng, level)
+            if question in seen or split_of(question) != split:
+                continue
+            seen.add(question)
+            content = user_template.replace("{problem}", f"{question}\n{INSTRUCTION}")
+            prompt = [{"role": "user", "content": content}]
+            if system_prompt:
+                prompt.insert(0, {"role": "system", "content": system_prompt})
+            rows.append(
+                {
+                    "id": f"arithmetic-L{level}-{hashlib.sha1(question.encode()).hexdigest()[:12]}",
+                    "prompt": prompt,
+                    "answer": str(answer),
+                    "solution": solution,
+                    "difficulty": level,
+                    "verifier": "math",
+                    "source": "arithmetic",
+                }
+            )
+    return rows
