@@ -45,9 +45,7 @@ def _step(rng: random.Random, total: int, name: str, item: str) -> Step:
             return Step(f"{name} gets {n} more.", f"{total} + {n} = {total + n}", total + n)
         if kind == "sub" and total >= 3:
             n = rng.randint(1, total - 1)
-            return Step(
-                f"{name} gives {n} of them to a friend.", f"{total} - {n} = {total - n}", total - n
-            )
+            return Step(f"{name} gives {n} of them to a friend.", f"{total} - {n} = {total - n}", total - n)
         if kind == "mul" and total <= 25:
             n = rng.randint(2, 5)
             return Step(f"Then the number of {item} is multiplied by {n}.", f"{total} * {n} = {total * n}", total * n)
