@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import mapping_option, parse_recipe_args, run_recipe, setup_logging
+from recipes.common.config import mapping_option, run_recipe_cli
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import EOSTemplateError, check_eos_guarantee, train_sft
@@ -290,7 +290,7 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
 
     from recipes.sft import run_default_cold_start
 
-    state = PartialState()
+    state = PartialState(cpu=bool(getattr(training_args, "use_cpu", False)))
     if script_args.mode != "on_policy":
         require_single_process("distill")  # the teacher's sampling runs in one process
     elif state.num_processes > 1 and script_args.eval_samples_per_problem:
@@ -363,6 +363,9 @@ def _evaluate(script_args, model_path: str, eval_rows, seed: int, n: int | None 
 if __name__ == "__main__":
     from trl import ModelConfig, SFTConfig
 
-    setup_logging()
-    parsed = parse_recipe_args((DistillScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(EOSTemplateError, TokenizerMismatchError))
+    run_recipe_cli(
+        main,
+        (DistillScriptArguments, SFTConfig, ModelConfig),
+        DEFAULT_CONFIG,
+        user_errors=(EOSTemplateError, TokenizerMismatchError),
+    )

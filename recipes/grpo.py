@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import parse_recipe_args, run_recipe, setup_logging
+from recipes.common.config import run_recipe_cli
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 
@@ -69,6 +69,15 @@ class GRPOScriptArguments(DataArguments):
         metadata={"help": "If model_name_or_path does not exist, first run recipes/sft.py's embedded default."},
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        if not isinstance(self.rewards, list) or not all(isinstance(r, dict) and "name" in r for r in self.rewards):
+            raise ValueError(f"rewards must be a list of {{name, weight, ...}} mappings, got {self.rewards!r}")
+        if not isinstance(self.curriculum, dict):
+            raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
+
 
 def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     from transformers import set_seed
@@ -79,8 +88,6 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     from recipes.common.monitor import RLVRMonitor
     from rewards import build_rewards
 
-    if script_args.sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {script_args.sampler!r}")
     set_seed(training_args.seed)
     path = model_args.model_name_or_path
     if script_args.cold_start_if_missing and path and not (Path(path) / "config.json").is_file():
@@ -146,6 +153,4 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
 if __name__ == "__main__":
     from trl import GRPOConfig, ModelConfig
 
-    setup_logging()
-    parsed = parse_recipe_args((GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed)
+    run_recipe_cli(main, (GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)

@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import parse_recipe_args, run_recipe, setup_logging
+from recipes.common.config import run_recipe_cli
 from recipes.common.model import resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import EOSTemplateError, train_sft
@@ -224,6 +224,6 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
 if __name__ == "__main__":
     from trl import ModelConfig, SFTConfig
 
-    setup_logging()
-    parsed = parse_recipe_args((RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(EOSTemplateError,))
+    run_recipe_cli(
+        main, (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(EOSTemplateError,)
+    )
