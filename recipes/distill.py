@@ -31,6 +31,14 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
 
 from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import mapping_option, run_recipe_cli
+from recipes.common.fingerprint import (
+    SAMPLING_FIELDS,
+    TRAINING_FIELDS,
+    changes,
+    data_fingerprint,
+    fields_of,
+    path_identity,
+)
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import EOSTemplateError, check_eos_guarantee, train_sft
@@ -199,10 +207,21 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
     output_dir = Path(training_args.output_dir)
     traces_path = output_dir / "traces.jsonl"
     stats = read_json(output_dir / "traces_stats.json")
-    if traces_path.is_file() and stats:
+    fingerprint = {
+        "teacher": path_identity(teacher),
+        "data": data_fingerprint(script_args),
+        "sampling": fields_of(script_args, SAMPLING_FIELDS + ("verify_traces", "sampling_backend")),
+        "seed": training_args.seed,
+    }
+    stale = changes(stats.get("fingerprint"), fingerprint) if stats else []
+    if traces_path.is_file() and stats and not stale:
         logger.info("offline: reusing the teacher's traces in %s", traces_path)
         kept = read_jsonl(traces_path)
     else:
+        if stale:
+            logger.warning(
+                "offline: the traces in %s are stale, sampling them again: %s", traces_path, "; ".join(stale)
+            )
         sampler = make_trace_sampler(script_args, teacher)
         logger.info(
             "offline: the teacher writes %d traces for each of %d prompts", script_args.samples_per_problem, len(rows)
@@ -219,6 +238,7 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             "verified_only": script_args.verify_traces,
             "teacher_pass@1_on_prompts": sum(r.pass_at(1) for r in results) / max(len(results), 1),
             "teacher_eval": evaluate_pass_at_1(sampler, eval_rows, script_args, training_args.seed),
+            "fingerprint": fingerprint,
         }
         release(sampler)
         write_jsonl(traces_path, kept)
@@ -230,9 +250,18 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             "samples_per_problem or sample_max_new_tokens, or set verify_traces: false"
         )
     student_dir = output_dir / "student"
-    if (student_dir / "run_card.json").is_file():
+    student_fingerprint = {
+        "traces": fingerprint,
+        "student": path_identity(student),
+        "training": fields_of(training_args, TRAINING_FIELDS),
+    }
+    done = read_json(student_dir / "fingerprint.json")
+    stale = changes(done, student_fingerprint) if done or (student_dir / "run_card.json").is_file() else ["none"]
+    if not stale:
         logger.info("offline: student already trained in %s, skipped", student_dir)
     else:
+        if stale != ["none"]:
+            logger.warning("offline: the student in %s is stale, training it again: %s", student_dir, "; ".join(stale))
         train_sft(
             student,
             to_conversations(kept, str(traces_path)),
@@ -243,6 +272,7 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             card_configs={"script": script_args, "training": training_args, "model": model_args},
             card_extra={"recipe": "distill", "stage": "offline", "teacher": teacher, "traces_kept": len(kept)},
         )
+        write_json(student_dir / "fingerprint.json", student_fingerprint)
     return {**stats, "student": str(student_dir)}
 
 
