@@ -79,6 +79,15 @@ class GRPOScriptArguments(DataArguments):
             raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
 
 
+def distributed_setup(accelerator) -> dict:
+    """How the processes shared the work (for the run card): DDP, DeepSpeed with its ZeRO stage, FSDP, or none."""
+    setup = {"type": str(accelerator.distributed_type.value), "device": str(accelerator.device.type)}
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None:
+        setup["zero_stage"] = plugin.zero_stage
+    return setup
+
+
 def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     from transformers import set_seed
     from transformers.trainer_utils import get_last_checkpoint
@@ -144,6 +153,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
                 "monitor_warnings": monitor.warnings,
                 "final_step": trainer.state.global_step,
                 "processes": trainer.accelerator.num_processes,
+                "distributed": distributed_setup(trainer.accelerator),
             },
         )
     logger.info("saved to %s", training_args.output_dir)

@@ -182,9 +182,13 @@ def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: 
     unknown = parser.set_defaults_with_config(**config)[::2]
     if unknown:
         raise ConfigError(f"{config_path}: unknown option(s) {', '.join(u[2:] for u in unknown)}; check the spelling")
-    parsed = parser.parse_args_into_dataclasses(args=argv)
+    *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if remaining:
+        raise ConfigError(
+            f"unknown option(s) on the command line: {' '.join(remaining)}; check the spelling (see --help)"
+        )
     validate_config(*parsed)
-    return parsed
+    return tuple(parsed)
 
 
 def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
