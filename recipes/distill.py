@@ -30,6 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
+from recipes.common.checks import ConfigError, validate_config
 from recipes.common.config import mapping_option, run_recipe_cli
 from recipes.common.fingerprint import (
     SAMPLING_FIELDS,
@@ -192,7 +193,7 @@ def on_policy_config(training_args, overrides: dict, output_dir: Path):
     known = {f.name for f in fields(DistillationConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(f"on_policy: unknown option(s) {unknown}; they must be trl.DistillationConfig fields")
+        raise ConfigError(f"on_policy: unknown option(s) {unknown}; they must be trl.DistillationConfig fields")
     values = {name: getattr(training_args, name) for name in INHERITED_TRAINING_ARGS}
     values["lr_scheduler_type"] = getattr(values["lr_scheduler_type"], "value", values["lr_scheduler_type"])
     values["save_strategy"] = getattr(values["save_strategy"], "value", values["save_strategy"])
@@ -200,7 +201,12 @@ def on_policy_config(training_args, overrides: dict, output_dir: Path):
     values["output_dir"] = str(output_dir)
     # transformers trainers turn the KV cache off for training and generation would inherit it (10x slower)
     values["generation_kwargs"] = {"use_cache": True, **(values.get("generation_kwargs") or {})}
-    return DistillationConfig(**values)
+    try:
+        config = DistillationConfig(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"on_policy: {error}") from None
+    validate_config(config)
+    return config
 
 
 def distill_offline(script_args, training_args, model_args, teacher: str, student: str, rows, eval_rows) -> dict:
@@ -326,6 +332,8 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
     elif state.num_processes > 1 and script_args.eval_samples_per_problem:
         logger.warning("on-policy stage on %d processes: held-out evaluation is off", state.num_processes)
         script_args.eval_samples_per_problem = 0
+    if script_args.mode != "offline":  # its options checked now, not after the offline stage
+        on_policy_config(training_args, script_args.on_policy, Path(training_args.output_dir) / "on_policy")
     set_seed(training_args.seed)
     teacher = script_args.teacher_model_name_or_path
     if script_args.teacher_cold_start_if_missing and not (Path(teacher) / "config.json").is_file():

@@ -13,7 +13,7 @@ import pytest
 from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from eval import evaluate
-from recipes import grpo, sft
+from recipes import distill, grpo, sft
 from recipes.common import config
 from recipes.common.config import run_recipe_cli
 from tests.conftest import REPO
@@ -28,6 +28,7 @@ def cli_error(capsys, monkeypatch, recipe, argv: list[str], main=must_not_run) -
     types = {
         grpo: (grpo.GRPOScriptArguments, GRPOConfig, ModelConfig),
         sft: (sft.SFTScriptArguments, SFTConfig, ModelConfig),
+        distill: (distill.DistillScriptArguments, SFTConfig, ModelConfig),
     }
     monkeypatch.setattr(sys, "argv", [recipe.__file__, *argv])
     monkeypatch.setattr(config, "setup_logging", lambda: None)  # keep pytest's log handlers
@@ -114,3 +115,12 @@ def test_the_real_command_line_exits_2_with_one_line(tmp_path):
     assert result.returncode == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "loss_type" in errors[0] and "Traceback" not in result.stderr
+
+
+def test_distillation_checks_its_on_policy_options_before_the_offline_stage(capsys, monkeypatch, tmp_path):
+    argv = [
+        "--mode", "both", "--teacher_model_name_or_path", str(tmp_path / "teacher"), "--teacher_cold_start_if_missing",
+        "false", "--output_dir", str(tmp_path / "out"), "--on_policy", "{lmbda: 0.5}",
+    ]  # fmt: skip
+    line = cli_error(capsys, monkeypatch, distill, argv, main=distill.main)
+    assert "on_policy: unknown option(s) ['lmbda']" in line
