@@ -117,10 +117,16 @@ def test_the_real_command_line_exits_2_with_one_line(tmp_path):
     assert len(errors) == 1 and "loss_type" in errors[0] and "Traceback" not in result.stderr
 
 
-def test_distillation_checks_its_on_policy_options_before_the_offline_stage(capsys, monkeypatch, tmp_path):
+def test_distillation_checks_its_on_policy_options_before_the_offline_stage(
+    tiny_model_dir, capsys, monkeypatch, tmp_path
+):
+    def sampling(*args, **kwargs):
+        raise AssertionError("the teacher was sampled before the on_policy options were checked")
+
+    monkeypatch.setattr(distill, "make_trace_sampler", sampling)
     argv = [
-        "--mode", "both", "--teacher_model_name_or_path", str(tmp_path / "teacher"), "--teacher_cold_start_if_missing",
-        "false", "--output_dir", str(tmp_path / "out"), "--on_policy", "{lmbda: 0.5}",
+        "--mode", "both", "--teacher_model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "out"),
+        "--dataset_num_rows", "4", "--eval_samples_per_problem", "1", "--on_policy", '{"lmbda": 0.5}',
     ]  # fmt: skip
     line = cli_error(capsys, monkeypatch, distill, argv, main=distill.main)
     assert "on_policy: unknown option(s) ['lmbda']" in line
