@@ -3,7 +3,10 @@
 Every recipe parses `TrlParser((OurScriptArguments, TrlTrainerConfig, ModelConfig))`: YAML through
 `--config FILE`, any field overridden by a flag. What this adds to TRL's parser: a recipe run with no
 `--config` gets its embedded default (a YAML under recipes/configs/demo/ that trains the tiny model
-on the synthetic task), so `python recipes/sft.py` works on a fresh clone with no Hub access.
+on the synthetic task), so `python recipes/sft.py` works on a fresh clone with no Hub access; nested
+options (`--rewards`, `--curriculum`, `--on_policy`) are YAML on the command line, merged into the
+YAML's mapping; and the launch and the whole config are checked (recipes.common.checks) before anything
+loads, a mistake being one line and exit code 2 (`run_recipe_cli`).
 """
 
 from __future__ import annotations
