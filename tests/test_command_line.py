@@ -48,6 +48,11 @@ def test_a_nested_override_is_merged_into_the_yaml_mapping():
         ["--on_policy", '{"max_steps": 3}'],
     )
     assert script.on_policy == {**yaml_on_policy, "max_steps": 3}  # beta and the rest kept
+    for text in ('{"learning_rate": 1e-4}', "{learning_rate: 1e-4}"):  # a number in JSON and in YAML flow style
+        script, _, _ = parse_recipe_args(
+            (distill.DistillScriptArguments, SFTConfig, ModelConfig), distill.DEFAULT_CONFIG, ["--on_policy", text]
+        )
+        assert script.on_policy["learning_rate"] == 1e-4 and script.on_policy["beta"] == yaml_on_policy["beta"]
 
 
 def test_negative_numbers_are_values_and_still_checked():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -85,7 +86,9 @@ def merge_mappings(base: dict, override: dict) -> dict:
 
 
 def _take_nested_options(argv: list[str], names: set[str]) -> tuple[list[str], dict]:
-    """Pull `--name VALUE` / `--name=VALUE` for nested options out of `argv`; VALUE is YAML (JSON included)."""
+    """Pull `--name VALUE` / `--name=VALUE` for nested options out of `argv`; VALUE is JSON or YAML."""
+    import json
+
     import yaml
 
     rest, values, index = [], {}, 0
@@ -97,8 +100,14 @@ def _take_nested_options(argv: list[str], names: set[str]) -> tuple[list[str], d
                 raise ConfigError(f"--{name} needs a value, e.g. --{name} '{{key: value}}'")
             text = inline if inline else argv[index + 1]
             index += 1 if inline else 2
+            try:  # JSON first: PyYAML (YAML 1.1) reads 1e-4 as a string, JSON as the number
+                values[name] = json.loads(text)
+            except ValueError:
+                pass
+            else:
+                continue
             try:
-                values[name] = yaml.safe_load(text)
+                values[name] = _yaml_numbers(yaml.safe_load(text))
             except yaml.YAMLError as error:
                 first = str(error).splitlines()[0]
                 raise ConfigError(
@@ -108,6 +117,18 @@ def _take_nested_options(argv: list[str], names: set[str]) -> tuple[list[str], d
         rest.append(token)
         index += 1
     return rest, values
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # only what YAML 1.1 leaves a string
+
+
+def _yaml_numbers(value):
+    """`{learning_rate: 1e-4}` means the number: PyYAML (YAML 1.1) leaves exponents without a dot as strings."""
+    if isinstance(value, dict):
+        return {key: _yaml_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_yaml_numbers(item) for item in value]
+    return float(value) if isinstance(value, str) and _NUMBER.fullmatch(value) else value
 
 
 def _join_negative_numbers(argv: list[str]) -> list[str]:
@@ -221,4 +242,22 @@ def run_recipe_cli(main, dataclass_types: tuple, default_config: str | Path, use
         parsed = parse_recipe_args(dataclass_types, default_config)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
         _exit_with(error)
-    return run_recipe(main, parsed, user_errors)
+    try:
+        return run_recipe(main, parsed, user_errors)
+    finally:
+        end_process_group()
+
+
+def end_process_group() -> None:
+    """Leave the process group in order before the interpreter exits.
+
+    A gloo group still alive at exit can abort a process that has finished ("terminate called without an
+    active exception", exit code -6), and the launcher then reports the whole finished run as failed.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()
