@@ -3,20 +3,22 @@
     python -m data_filters --config recipes/configs/data_filters/math_static.yaml
     python -m data_filters --config FILE.yaml --output artifacts/filtered/rows.parquet --num-rows 500
 
-The config format is described in data_filters/pipeline.py. The exit status is 0 on success and 2 for
+The config format is described in data_filters/pipeline.py. Input paths in a config are found beside the
+config file first, then in the current directory; flags take `--num-rows` and `--num_rows` alike. The exit status is 0 on success and 2 for
 a mistake in the config or the data (the message names it); anything else is a bug, with its traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data_filters", description=__doc__.split("\n\n")[0])
+    from eval.cli import FlagParser
+
+    parser = FlagParser(prog="python -m data_filters", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="YAML file: input, steps, model, output")
     parser.add_argument("--output", help="override output.path (.jsonl, .parquet, or a folder for save_to_disk)")
     parser.add_argument("--num-rows", type=int, help="override input.dataset_num_rows (keep the first N rows)")
@@ -25,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import yaml
 
-    from data_filters.pipeline import ConfigError, run_pipeline
+    from data_filters.pipeline import ConfigError, resolve_input_paths, run_pipeline
     from data_filters.schema import DatasetNotFoundError, SchemaError
 
     logging.basicConfig(
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         config = yaml.safe_load(path.read_text()) or {}
+        if isinstance(config, dict):  # input paths are found beside the config first (then in the cwd)
+            config = resolve_input_paths(config, path.resolve().parent)
         if args.output:
             config.setdefault("output", {})["path"] = args.output
         if args.num_rows is not None:

@@ -250,6 +250,47 @@ def _step_spec(entry, number: int) -> tuple[str, dict]:
     return name, options
 
 
+def _found_path(value, config_dir: Path):
+    """A relative path that exists beside the config file, else (as configs were first written) in the cwd."""
+    if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute() or ":" in value:
+        return value
+    beside = config_dir / value
+    if beside.exists():
+        return str(beside)
+    return value  # relative to the current directory, or a Hub/registry name: loaded as before
+
+
+def resolve_input_paths(config: dict, config_dir: str | Path) -> dict:
+    """The config with its input paths (dataset, model, steps' eval_sets) found relative to `config_dir`.
+
+    A config then runs from any directory. A path that is not beside the config keeps its meaning relative
+    to the current directory, so configs written against the repository root still work from there. Outputs
+    (output.path, report_dir) are written relative to the current directory, like the --output flag.
+    """
+    config_dir = Path(config_dir)
+    config = dict(config)
+    if isinstance(config.get("input"), dict):
+        config["input"] = {
+            **config["input"],
+            "dataset_name": _found_path(config["input"].get("dataset_name"), config_dir),
+        }
+    if isinstance(config.get("model"), dict) and "name_or_path" in config["model"]:
+        config["model"] = {**config["model"], "name_or_path": _found_path(config["model"]["name_or_path"], config_dir)}
+    steps = []
+    for entry in config.get("steps") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("eval_sets"), list):
+            entry = {**entry, "eval_sets": [_found_path(name, config_dir) for name in entry["eval_sets"]]}
+        if isinstance(entry, dict) and isinstance(entry.get("model"), dict) and "name_or_path" in entry["model"]:
+            entry = {
+                **entry,
+                "model": {**entry["model"], "name_or_path": _found_path(entry["model"]["name_or_path"], config_dir)},
+            }
+        steps.append(entry)
+    if "steps" in config and isinstance(config["steps"], list):
+        config["steps"] = steps
+    return config
+
+
 def check_config(config: dict) -> None:
     """Every mistake that can be found before loading data: unknown sections, steps and options."""
     if not isinstance(config, dict):

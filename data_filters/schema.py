@@ -232,6 +232,8 @@ def _load_external(name: str, config: str | None, split: str):
                 f"{name!r}: unsupported file type {path.suffix!r}; use .json, .jsonl or .parquet, "
                 "or a folder written by Dataset.save_to_disk"
             )
+        if builder == "json":
+            _check_json_file(path, name)
         return load_dataset(builder, data_files=str(path), split="train")
     if path.is_dir():
         loaded = load_from_disk(str(path))
@@ -250,6 +252,37 @@ def _load_external(name: str, config: str | None, split: str):
             f"be loaded from the Hub ({type(error).__name__}: {error}). Check the name, your Hub access "
             "(HF_HUB_OFFLINE), or give a local .jsonl/.parquet path."
         ) from error
+
+
+def _check_json_file(path: Path, name: str) -> None:
+    """An empty file or a line that is not JSON, named with its line number before `datasets` reads it.
+
+    `datasets`' JSON builder reports the first as a bare StopIteration and the second as a long traceback
+    with the line number buried in it.
+    """
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first = handle.read(1 << 16)
+        if not first.strip():
+            raise SchemaError(f"{name}: the file is empty (no rows); give a file with one JSON object per line")
+        if first.lstrip().startswith("["):  # one JSON array, not JSON Lines
+            handle.seek(0)
+            try:
+                json.load(handle)
+            except ValueError as error:
+                raise SchemaError(f"{name}: not valid JSON ({error}); fix the file or write it as JSON Lines") from None
+            return
+        handle.seek(0)
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as error:
+                raise SchemaError(
+                    f"{name}: line {number} is not JSON ({error}): {line.strip()[:60]!r}; fix or remove that line"
+                ) from None
+            if not isinstance(row, dict):
+                raise SchemaError(f"{name}: line {number} is {type(row).__name__}, not a JSON object of columns")
 
 
 def to_schema(dataset, source: str, args: DataArguments):

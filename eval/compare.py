@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
+from eval.cli import FlagParser
 from eval.evaluate import plot_pass_at_k
 
 
@@ -39,18 +41,36 @@ def common_ks(a: dict, b: dict) -> list[int]:
 
 
 def crossover(ks: list[int], a: list[float], b: list[float]) -> float | None:
-    """The k (interpolated on log2 k) where curve b - a changes sign, or None when one stays above."""
+    """The k (interpolated on log2 k) where run b goes from behind run a to ahead of it (or back); None if never.
+
+    Equal values are ties, not crossings: two curves that meet at k = 1 (pass@1 equal) and then part
+    never cross. A curve that touches the other and returns to the same side does not cross either.
+    """
     import math
 
     differences = [y - x for x, y in zip(a, b, strict=True)]
-    for i in range(1, len(ks)):
-        before, after = differences[i - 1], differences[i]
-        if before == 0:
-            return float(ks[i - 1])
-        if before * after < 0:
-            low, high = math.log2(ks[i - 1]), math.log2(ks[i])
-            return 2 ** (low + (high - low) * before / (before - after))
+    last = None  # index of the last k where the curves differ
+    for i, difference in enumerate(differences):
+        if difference == 0:
+            continue
+        if last is not None and (differences[last] > 0) != (difference > 0):
+            if i - last > 1:  # equal in between: they cross where they meet
+                return float(ks[last + 1])
+            low, high = math.log2(ks[last]), math.log2(ks[i])
+            before = differences[last]
+            return 2 ** (low + (high - low) * before / (before - difference))
+        last = i
     return None
+
+
+PROTOCOL_FIELDS = ("n", "temperature", "top_p", "top_k", "max_new_tokens", "system_prompt", "user_template",
+                   "chat_template", "plain_text_prompts")  # fmt: skip
+
+
+def protocol_differences(a: dict, b: dict) -> dict[str, tuple]:
+    """The sampling and prompt settings in which two evaluations differ (their summaries' `protocol`)."""
+    first, second = a.get("protocol") or {}, b.get("protocol") or {}
+    return {key: (first.get(key), second.get(key)) for key in PROTOCOL_FIELDS if first.get(key) != second.get(key)}
 
 
 def solved_at(record: dict, k: int) -> bool:
@@ -58,12 +78,32 @@ def solved_at(record: dict, k: int) -> bool:
     return record.get(f"pass@{k}", 0.0) > 0.5
 
 
-def compare(run_a: Path, run_b: Path, output: Path) -> str:
+class ProtocolMismatchError(ValueError):
+    """Two runs were sampled under different settings, so their pass@k curves do not measure the same thing."""
+
+
+def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: bool = False) -> str:
+    """Write and return the report; refuses runs sampled under different protocols unless allowed (then warns)."""
     a, b = load_run(run_a), load_run(run_b)
+    mismatches = {
+        dataset: differences
+        for dataset in sorted(set(a) & set(b))
+        if (differences := protocol_differences(a[dataset]["summary"], b[dataset]["summary"]))
+    }
+    if mismatches and not allow_protocol_mismatch:
+        dataset, differences = next(iter(mismatches.items()))
+        detail = "; ".join(f"{key}: {x!r} vs {y!r}" for key, (x, y) in differences.items())
+        raise ProtocolMismatchError(
+            f"{run_a} and {run_b} were evaluated under different protocols on {dataset} ({detail}): their pass@k is "
+            "not comparable; evaluate both alike, or pass --allow-protocol-mismatch to compare anyway"
+        )
     output.mkdir(parents=True, exist_ok=True)
     lines = [f"# {run_a.name} vs {run_b.name}", ""]
     for dataset in sorted(set(a) & set(b)):
         sa, sb = a[dataset]["summary"], b[dataset]["summary"]
+        if dataset in mismatches:
+            detail = "; ".join(f"{key}: {x!r} vs {y!r}" for key, (x, y) in mismatches[dataset].items())
+            lines += [f"**Warning: different protocols on {dataset}** ({detail}); the curves are not comparable.", ""]
         ks = common_ks(sa, sb)
         curve_a = [sa["metrics"][f"pass@{k}"]["mean"] for k in ks]
         curve_b = [sb["metrics"][f"pass@{k}"]["mean"] for k in ks]
@@ -107,12 +147,22 @@ def compare(run_a: Path, run_b: Path, output: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = FlagParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_a", type=Path)
     parser.add_argument("run_b", type=Path)
     parser.add_argument("--output", type=Path, default=None, help="default: <run_b>/compare_<run_a name>")
+    parser.add_argument(
+        "--allow-protocol-mismatch",
+        action="store_true",
+        help="compare runs sampled under different settings (n, temperature, top-p, max tokens, template)",
+    )
     args = parser.parse_args(argv)
-    report = compare(args.run_a, args.run_b, args.output or args.run_b / f"compare_{args.run_a.name}")
+    output = args.output or args.run_b / f"compare_{args.run_a.name}"
+    try:
+        report = compare(args.run_a, args.run_b, output, args.allow_protocol_mismatch)
+    except ProtocolMismatchError as error:
+        sys.stderr.write(f"error: {error}\n")
+        raise SystemExit(2) from None
     print(report)
     return report
 

@@ -66,10 +66,15 @@ def load_eval_dataset(
     system_prompt: str | None = None,
     user_template: str = "{problem}",
     seed: int = 0,
+    question_field: str = "problem",
+    answer_field: str = "answer",
+    field_map: dict | None = None,
 ):
     """The rows of an evaluation set (a `datasets.Dataset` in the row schema).
 
     `num_rows` keeps the first rows of a real set, or sets the problems per level of `synthetic:`.
+    `question_field`, `answer_field` and `field_map` name the columns of a set that is not in the registry
+    (a local file or another Hub set), as DataArguments does for the recipes.
     """
     from data_filters.schema import DataArguments, DatasetNotFoundError, load_rows
     from data_filters.synthetic import is_synthetic_name
@@ -87,7 +92,13 @@ def load_eval_dataset(
     spec = REGISTRY.get(name)
     if spec is None:
         args = DataArguments(
-            dataset_name=name, dataset_num_rows=num_rows, system_prompt=system_prompt, user_template=user_template
+            dataset_name=name,
+            dataset_num_rows=num_rows,
+            system_prompt=system_prompt,
+            user_template=user_template,
+            question_field=question_field,
+            answer_field=answer_field,
+            field_map=field_map,
         )
         try:
             return load_rows(args, split="test")

@@ -27,6 +27,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from eval.cli import FlagParser, UserInputError, check_model
 from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
 from eval.runner import score_completions
 from eval.sampler import SamplingParams
@@ -36,7 +37,7 @@ PROTOCOL_KEYS = ("model", "n", "temperature", "top_p", "top_k", "max_new_tokens"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = FlagParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="a local folder saved with save_pretrained, or a Hub id")
     parser.add_argument(
         "--dataset", action="append", required=True, help="registry name, synthetic:<levels> or path; repeatable"
@@ -55,6 +56,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-rows", type=int, default=None, help="first N problems (synthetic: per level)")
     parser.add_argument("--system-prompt", default=None)
     parser.add_argument("--user-template", default="{problem}", help="user message; {problem} is the question")
+    parser.add_argument(
+        "--question-field",
+        default="problem",
+        help="column holding the question (files and Hub sets not in the registry)",
+    )
+    parser.add_argument("--answer-field", default="answer", help="column holding the gold answer (same)")
+    parser.add_argument(
+        "--field-map",
+        default=None,
+        help="schema field -> column as YAML/JSON, e.g. '{answer: final_answer, id: uid, difficulty: level}'",
+    )
     parser.add_argument("--chat-template", default=None, help="a Jinja file overriding the tokenizer's chat template")
     parser.add_argument("--no-chat-template", action="store_true", help="feed prompts as plain text (base models)")
     parser.add_argument("--batch-size", type=int, default=64, help="sequences per generate call (transformers)")
@@ -69,6 +81,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--overwrite", action="store_true", help="discard results on disk instead of resuming")
     args = parser.parse_args(argv)
+    if args.field_map is not None:
+        import yaml
+
+        try:
+            args.field_map = yaml.safe_load(args.field_map)
+        except yaml.YAMLError:
+            args.field_map = None
+        if not isinstance(args.field_map, dict):
+            parser.error("--field-map must be a mapping, e.g. '{answer: final_answer, id: uid}'")
     args.k = sorted(set(args.k or [2**i for i in range(args.n.bit_length()) if 2**i <= args.n]))
     if args.k[0] < 1 or args.k[-1] > args.n:
         parser.error(f"every k must be between 1 and n={args.n}; got {args.k}")
@@ -311,14 +332,25 @@ def format_table(summaries: dict[str, dict], ks: list[int]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict]:
+    """The command line: a mistake in the model, a data file or a flag ends it with one line and exit code 2."""
+    from data_filters.schema import DatasetNotFoundError, SchemaError
+
+    args = parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    try:
+        check_model(args.model)
+        return run(args)
+    except (UserInputError, DatasetNotFoundError, SchemaError) as error:
+        sys.stderr.write(f"error: {error}\n")
+        raise SystemExit(2) from None
+
+
+def run(args: argparse.Namespace) -> dict[str, dict]:
+    import torch
     from accelerate import PartialState
 
     from eval.datasets import load_eval_dataset
     from eval.sampler import make_sampler
-
-    args = parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    import torch
 
     # Without a GPU, `accelerate launch --multi_gpu --num_processes 2` starts two processes that only
     # form a (gloo) process group when the state is told it runs on the CPU.
@@ -334,7 +366,13 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     datasets = {}
     for name in args.dataset:
         rows = load_eval_dataset(
-            name, num_rows=args.num_rows, system_prompt=args.system_prompt, user_template=args.user_template
+            name,
+            num_rows=args.num_rows,
+            system_prompt=args.system_prompt,
+            user_template=args.user_template,
+            question_field=args.question_field,
+            answer_field=args.answer_field,
+            field_map=args.field_map,
         )
         datasets[dataset_slug(name)] = rows.to_list()
     if state.is_main_process:

@@ -30,7 +30,16 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import mapping_option, parse_recipe_args, run_recipe, setup_logging
+from recipes.common.checks import ConfigError, validate_config
+from recipes.common.config import mapping_option, run_recipe_cli
+from recipes.common.fingerprint import (
+    SAMPLING_FIELDS,
+    TRAINING_FIELDS,
+    changes,
+    data_fingerprint,
+    fields_of,
+    path_identity,
+)
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
@@ -184,7 +193,7 @@ def on_policy_config(training_args, overrides: dict, output_dir: Path):
     known = {f.name for f in fields(DistillationConfig)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ValueError(f"on_policy: unknown option(s) {unknown}; they must be trl.DistillationConfig fields")
+        raise ConfigError(f"on_policy: unknown option(s) {unknown}; they must be trl.DistillationConfig fields")
     values = {name: getattr(training_args, name) for name in INHERITED_TRAINING_ARGS}
     values["lr_scheduler_type"] = getattr(values["lr_scheduler_type"], "value", values["lr_scheduler_type"])
     values["save_strategy"] = getattr(values["save_strategy"], "value", values["save_strategy"])
@@ -192,17 +201,33 @@ def on_policy_config(training_args, overrides: dict, output_dir: Path):
     values["output_dir"] = str(output_dir)
     # transformers trainers turn the KV cache off for training and generation would inherit it (10x slower)
     values["generation_kwargs"] = {"use_cache": True, **(values.get("generation_kwargs") or {})}
-    return DistillationConfig(**values)
+    try:
+        config = DistillationConfig(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"on_policy: {error}") from None
+    validate_config(config)
+    return config
 
 
 def distill_offline(script_args, training_args, model_args, teacher: str, student: str, rows, eval_rows) -> dict:
     output_dir = Path(training_args.output_dir)
     traces_path = output_dir / "traces.jsonl"
     stats = read_json(output_dir / "traces_stats.json")
-    if traces_path.is_file() and stats:
+    fingerprint = {
+        "teacher": path_identity(teacher),
+        "data": data_fingerprint(script_args),
+        "sampling": fields_of(script_args, SAMPLING_FIELDS + ("verify_traces", "sampling_backend")),
+        "seed": training_args.seed,
+    }
+    stale = changes(stats.get("fingerprint"), fingerprint) if stats else []
+    if traces_path.is_file() and stats and not stale:
         logger.info("offline: reusing the teacher's traces in %s", traces_path)
         kept = read_jsonl(traces_path)
     else:
+        if stale:
+            logger.warning(
+                "offline: the traces in %s are stale, sampling them again: %s", traces_path, "; ".join(stale)
+            )
         sampler = make_trace_sampler(script_args, teacher)
         logger.info(
             "offline: the teacher writes %d traces for each of %d prompts", script_args.samples_per_problem, len(rows)
@@ -219,6 +244,7 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             "verified_only": script_args.verify_traces,
             "teacher_pass@1_on_prompts": sum(r.pass_at(1) for r in results) / max(len(results), 1),
             "teacher_eval": evaluate_pass_at_1(sampler, eval_rows, script_args, training_args.seed),
+            "fingerprint": fingerprint,
         }
         release(sampler)
         write_jsonl(traces_path, kept)
@@ -230,9 +256,18 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             "samples_per_problem or sample_max_new_tokens, or set verify_traces: false"
         )
     student_dir = output_dir / "student"
-    if (student_dir / "run_card.json").is_file():
+    student_fingerprint = {
+        "traces": fingerprint,
+        "student": path_identity(student),
+        "training": fields_of(training_args, TRAINING_FIELDS),
+    }
+    done = read_json(student_dir / "fingerprint.json")
+    stale = changes(done, student_fingerprint) if done or (student_dir / "run_card.json").is_file() else ["none"]
+    if not stale:
         logger.info("offline: student already trained in %s, skipped", student_dir)
     else:
+        if stale != ["none"]:
+            logger.warning("offline: the student in %s is stale, training it again: %s", student_dir, "; ".join(stale))
         train_sft(
             student,
             to_conversations(kept, str(traces_path)),
@@ -243,6 +278,7 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             card_configs={"script": script_args, "training": training_args, "model": model_args},
             card_extra={"recipe": "distill", "stage": "offline", "teacher": teacher, "traces_kept": len(kept)},
         )
+        write_json(student_dir / "fingerprint.json", student_fingerprint)
     return {**stats, "student": str(student_dir)}
 
 
@@ -283,12 +319,14 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
     from accelerate import PartialState
     from transformers import AutoTokenizer, set_seed
 
-    state = PartialState()
+    state = PartialState(cpu=bool(getattr(training_args, "use_cpu", False)))
     if script_args.mode != "on_policy":
         require_single_process("distill")  # the teacher's sampling runs in one process
     elif state.num_processes > 1 and script_args.eval_samples_per_problem:
         logger.warning("on-policy stage on %d processes: held-out evaluation is off", state.num_processes)
         script_args.eval_samples_per_problem = 0
+    if script_args.mode != "offline":  # its options checked now, not after the offline stage
+        on_policy_config(training_args, script_args.on_policy, Path(training_args.output_dir) / "on_policy")
     set_seed(training_args.seed)
     teacher = script_args.teacher_model_name_or_path
     teacher = resolve_model_path(
@@ -356,6 +394,9 @@ def _evaluate(script_args, model_path: str, eval_rows, seed: int, n: int | None 
 if __name__ == "__main__":
     from trl import ModelConfig, SFTConfig
 
-    setup_logging()
-    parsed = parse_recipe_args((DistillScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(ChatTemplateError, TokenizerMismatchError))
+    run_recipe_cli(
+        main,
+        (DistillScriptArguments, SFTConfig, ModelConfig),
+        DEFAULT_CONFIG,
+        user_errors=(ChatTemplateError, TokenizerMismatchError),
+    )

@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import parse_recipe_args, run_recipe, setup_logging
+from recipes.common.config import run_recipe_cli
 from recipes.common.model import adapter_base, load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
 
@@ -84,6 +84,31 @@ class GRPOScriptArguments(DataArguments):
         },
     )
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        if not isinstance(self.rewards, list) or not all(isinstance(r, dict) and "name" in r for r in self.rewards):
+            raise ValueError(f"rewards must be a list of {{name, weight, ...}} mappings, got {self.rewards!r}")
+        if not isinstance(self.curriculum, dict):
+            raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
+        if isinstance(self.variance_rewards, str):
+            self.variance_rewards = [self.variance_rewards]
+        unknown = sorted(set(self.variance_rewards or ()) - {r["name"] for r in self.rewards})
+        if unknown:
+            raise ValueError(
+                f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"
+            )
+
+
+def distributed_setup(accelerator) -> dict:
+    """How the processes shared the work (for the run card): DDP, DeepSpeed with its ZeRO stage, FSDP, or none."""
+    setup = {"type": str(accelerator.distributed_type.value), "device": str(accelerator.device.type)}
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None:
+        setup["zero_stage"] = plugin.zero_stage
+    return setup
+
 
 def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     from transformers import set_seed
@@ -94,8 +119,6 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     from recipes.common.monitor import RLVRMonitor
     from rewards import accuracy_reward_names, build_rewards
 
-    if script_args.sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {script_args.sampler!r}")
     set_seed(training_args.seed)
     path = model_args.model_name_or_path
     model_path = resolve_model_path(path, if_missing="cold_start" if script_args.cold_start_if_missing else None)
@@ -158,6 +181,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
                 "monitor_warnings": monitor.warnings,
                 "final_step": trainer.state.global_step,
                 "processes": trainer.accelerator.num_processes,
+                "distributed": distributed_setup(trainer.accelerator),
             },
         )
     logger.info("saved to %s", training_args.output_dir)
@@ -167,6 +191,4 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
 if __name__ == "__main__":
     from trl import GRPOConfig, ModelConfig
 
-    setup_logging()
-    parsed = parse_recipe_args((GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed)
+    run_recipe_cli(main, (GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)

@@ -15,7 +15,8 @@ Each round (R1 uses one large round of this after reasoning RL; ReST-EM and STaR
 Round K writes `round_K/dataset.jsonl` as soon as it is sampled and `round_K/stats.json` (problems
 solved, new problems solved, samples kept, pass@1 before and after); a round whose stats say it is
 complete is skipped when the run is restarted, and a round with a dataset but no model trains from
-that dataset. The loop stops early when a round solves no problem that earlier rounds had not. At the end,
+that dataset, unless the model, the data or the sampling and training options changed since (the
+fingerprint in stats.json, recipes/common/fingerprint.py): then it and the rounds after it are redone. The loop stops early when a round solves no problem that earlier rounds had not. At the end,
 `summary.json` and `run_card.json` in output_dir list the rounds and name the final model.
 """
 
@@ -30,7 +31,15 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import parse_recipe_args, run_recipe, setup_logging
+from recipes.common.config import run_recipe_cli
+from recipes.common.fingerprint import (
+    SAMPLING_FIELDS,
+    TRAINING_FIELDS,
+    changes,
+    data_fingerprint,
+    fields_of,
+    path_identity,
+)
 from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
@@ -145,10 +154,22 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
     output_dir = Path(training_args.output_dir)
     logger.info("%d training problems from %s, %d held out", len(rows), script_args.dataset_name, len(eval_rows))
 
+    # What every round's files depend on (num_rounds and the held-out evaluation excluded): a round made with
+    # other inputs is redone, and so is every round after it (they start from its model and its solved set).
+    fingerprint = {
+        "base_model": path_identity(base_path),
+        "data": data_fingerprint(script_args),
+        "sampling": fields_of(script_args, SAMPLING_FIELDS + ("star_rationalization", "hint_template", "train_from")),
+        "training": fields_of(training_args, TRAINING_FIELDS),
+    }
     current, history = base_path, []
     for k in range(1, script_args.num_rounds + 1):
         round_dir = output_dir / f"round_{k}"
         stats = read_json(round_dir / "stats.json") or {}
+        stale = changes(stats.get("fingerprint"), fingerprint) if stats else []
+        if stale:
+            logger.warning("round %d: the files in %s are stale, redoing the round: %s", k, round_dir, "; ".join(stale))
+            stats = {}
         if stats.get("complete"):
             logger.info("round %d: complete in %s, skipped", k, round_dir)
             history.append(stats)
@@ -172,7 +193,7 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
             )
             kept, counts = sample_round(script_args, sampler, rows, round_seed, round_dir)
             release(sampler)
-            stats = {"round": k, "start_model": str(current), "sampled": True, **counts}
+            stats = {"round": k, "start_model": str(current), "sampled": True, **counts, "fingerprint": fingerprint}
 
         new = {row["id"] for row in kept if not row.get("rationalized")} - previously_solved(output_dir, k)
         stats.update({"new_problems_solved": len(new), "pass@1_before": before})
@@ -223,6 +244,6 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
 if __name__ == "__main__":
     from trl import ModelConfig, SFTConfig
 
-    setup_logging()
-    parsed = parse_recipe_args((RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(ChatTemplateError,))
+    run_recipe_cli(
+        main, (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,)
+    )

@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import mapping_option, parse_recipe_args, run_recipe, setup_logging
+from recipes.common.config import mapping_option, parse_recipe_args, run_recipe_cli
 from recipes.common.data import to_sft_conversations
 from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.sft_training import (
@@ -113,6 +113,4 @@ def run_default_cold_start(output_dir: str | Path) -> Path:
 if __name__ == "__main__":
     from trl import ModelConfig, SFTConfig
 
-    setup_logging()
-    parsed = parse_recipe_args((SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG)
-    run_recipe(main, parsed, user_errors=(ChatTemplateError,))
+    run_recipe_cli(main, (SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,))

@@ -1,4 +1,4 @@
-"""Build the tiny embedded model (Llama architecture, ~1 M parameters, character-level tokenizer, chat template).
+"""Build the tiny embedded model (Llama architecture, about 0.54 M parameters, character-level tokenizer, chat template).
 
     python scripts/make_tiny_model.py --output-dir artifacts/tiny-base [--seed 0]
 
@@ -15,13 +15,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eval.cli import FlagParser  # noqa: E402  (takes --output-dir and --output_dir alike)
 from recipes.common.config import setup_logging  # noqa: E402
 from recipes.common.tiny_model import TinyModelSpec, build_tiny_model  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> Path:
     defaults = TinyModelSpec()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = FlagParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", required=True, type=Path, help="folder to save the model and tokenizer in")
     parser.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default 0)")
     parser.add_argument("--hidden-size", type=int, default=defaults.hidden_size)

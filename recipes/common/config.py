@@ -3,15 +3,21 @@
 Every recipe parses `TrlParser((OurScriptArguments, TrlTrainerConfig, ModelConfig))`: YAML through
 `--config FILE`, any field overridden by a flag. What this adds to TRL's parser: a recipe run with no
 `--config` gets its embedded default (a YAML under recipes/configs/demo/ that trains the tiny model
-on the synthetic task), so `python recipes/sft.py` works on a fresh clone with no Hub access.
+on the synthetic task), so `python recipes/sft.py` works on a fresh clone with no Hub access; nested
+options (`--rewards`, `--curriculum`, `--on_policy`) are YAML on the command line, merged into the
+YAML's mapping; and the launch and the whole config are checked (recipes.common.checks) before anything
+loads, a mistake being one line and exit code 2 (`run_recipe_cli`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from pathlib import Path
+
+from recipes.common.checks import ConfigError, check_launch, validate_config
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -19,7 +25,12 @@ logger = logging.getLogger(__name__)
 
 
 def setup_logging(level: int = logging.INFO) -> None:
-    """One format for our loggers and the libraries' (transformers and datasets log through `logging` too)."""
+    """One format for our loggers and the libraries' (transformers and datasets log through `logging` too).
+
+    In a multi-process launch only the main process logs below warnings: one "saved to", not one per process.
+    """
+    if int(os.environ.get("RANK", "0")) > 0:
+        level = max(level, logging.WARNING)
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
@@ -42,41 +53,211 @@ def mapping_option(value, name: str) -> dict | None:
     return value
 
 
+def _mentions_dict(hint) -> bool:
+    """True for `dict`, `dict | str | None`, `list[dict]`: options that hold mappings (or lists of them)."""
+    import typing
+
+    if hint is dict or typing.get_origin(hint) is dict:
+        return True
+    return any(_mentions_dict(arg) for arg in typing.get_args(hint))
+
+
+def nested_option_names(dataclass_types: tuple) -> set[str]:
+    """Options whose values are mappings or lists of mappings (rewards, curriculum, on_policy, field_map ...)."""
+    import typing
+
+    names = set()
+    for dataclass_type in dataclass_types:
+        hints = typing.get_type_hints(dataclass_type)
+        names |= {name for name, hint in hints.items() if _mentions_dict(hint)}
+    return names
+
+
+def merge_mappings(base: dict, override: dict) -> dict:
+    """`override` over `base`, recursively: `--on_policy '{max_steps: 3}'` keeps the YAML's `beta`."""
+    merged = dict(base)
+    for key, value in override.items():
+        merged[key] = (
+            merge_mappings(merged[key], value)
+            if isinstance(value, dict) and isinstance(merged.get(key), dict)
+            else value
+        )
+    return merged
+
+
+def _take_nested_options(argv: list[str], names: set[str]) -> tuple[list[str], dict]:
+    """Pull `--name VALUE` / `--name=VALUE` for nested options out of `argv`; VALUE is JSON or YAML."""
+    import json
+
+    import yaml
+
+    rest, values, index = [], {}, 0
+    while index < len(argv):
+        token = argv[index]
+        name, _, inline = token[2:].partition("=") if token.startswith("--") else ("", "", "")
+        if name in names:
+            if not inline and index + 1 >= len(argv):
+                raise ConfigError(f"--{name} needs a value, e.g. --{name} '{{key: value}}'")
+            text = inline if inline else argv[index + 1]
+            index += 1 if inline else 2
+            try:  # JSON first: PyYAML (YAML 1.1) reads 1e-4 as a string, JSON as the number
+                values[name] = json.loads(text)
+            except ValueError:
+                pass
+            else:
+                continue
+            try:
+                values[name] = _yaml_numbers(yaml.safe_load(text))
+            except yaml.YAMLError as error:
+                first = str(error).splitlines()[0]
+                raise ConfigError(
+                    f"--{name}: {text!r} is not YAML/JSON ({first}); e.g. --{name} '{{key: value}}'"
+                ) from None
+            continue
+        rest.append(token)
+        index += 1
+    return rest, values
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # only what YAML 1.1 leaves a string
+
+
+def _yaml_numbers(value):
+    """`{learning_rate: 1e-4}` means the number: PyYAML (YAML 1.1) leaves exponents without a dot as strings."""
+    if isinstance(value, dict):
+        return {key: _yaml_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_yaml_numbers(item) for item in value]
+    return float(value) if isinstance(value, str) and _NUMBER.fullmatch(value) else value
+
+
+def _join_negative_numbers(argv: list[str]) -> list[str]:
+    """`--learning_rate -1e-4` -> `--learning_rate=-1e-4`: argparse reads '-1e-4' as an unknown flag."""
+    out, index = [], 0
+    while index < len(argv):
+        token = argv[index]
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if token.startswith("--") and "=" not in token and following and following.startswith("-"):
+            try:
+                float(following)
+            except ValueError:
+                pass
+            else:
+                out.append(f"{token}={following}")
+                index += 2
+                continue
+        out.append(token)
+        index += 1
+    return out
+
+
+def _one_line_parser(dataclass_types: tuple):
+    """TrlParser whose usage errors are one ConfigError line instead of 200 lines of usage."""
+    from trl import TrlParser
+
+    class Parser(TrlParser):
+        def error(self, message: str):
+            raise ConfigError(f"{message} (see --help)")
+
+    return Parser(dataclass_types)
+
+
 def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: list[str] | None = None) -> tuple:
     """Parse the recipe's dataclasses from `argv`, reading `default_config` when no `--config` is given.
 
-    `default_config` is a path relative to recipes/configs/ (or absolute).
+    `default_config` is a path relative to recipes/configs/ (or absolute). What this adds to TrlParser: nested
+    options (`--rewards`, `--curriculum`, `--on_policy` ...) are YAML/JSON on the command line and a mapping is
+    merged into the YAML's, not put in its place; negative numbers are values, not flags; a multi-process
+    launch without a GPU trains with gloo (recipes.common.checks.check_launch); and the whole config,
+    TRL's fields included, is checked before anything loads (`ConfigError`, a ValueError, on a mistake).
     """
-    from trl import TrlParser
+    import yaml
 
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _join_negative_numbers(list(sys.argv[1:] if argv is None else argv))
+    argv = check_launch(argv)
     if "--config" not in argv:
         default = Path(default_config)
-        default = default if default.is_absolute() else CONFIG_DIR / default
-        logger.info("no --config given: running the embedded default %s", default)
-        argv = ["--config", str(default), *argv]
+        config_path = default if default.is_absolute() else CONFIG_DIR / default
+        logger.info("no --config given: running the embedded default %s", config_path)
     else:
         index = argv.index("--config")
         if index + 1 >= len(argv):
-            raise SystemExit("--config needs a YAML file path, e.g. --config recipes/configs/demo/sft.yaml")
-        path = argv[index + 1]
-        if not os.path.isfile(path):
+            raise ConfigError("--config needs a YAML file path, e.g. --config recipes/configs/demo/sft.yaml")
+        config_path = Path(argv[index + 1])
+        argv = argv[:index] + argv[index + 2 :]
+        if not config_path.is_file():
             available = sorted(str(p.relative_to(CONFIG_DIR.parent.parent)) for p in CONFIG_DIR.rglob("*.yaml"))
-            raise SystemExit(f"config file {path!r} not found. Configs in this repo:\n  " + "\n  ".join(available))
-    parser = TrlParser(dataclass_types)
-    return parser.parse_args_and_config(args=argv)
+            raise ConfigError(
+                f"config file {str(config_path)!r} not found; configs in this repo: {', '.join(available)}"
+            )
+    try:
+        config = yaml.safe_load(config_path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{config_path}: not valid YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"{config_path} must hold a YAML mapping of option names to values")
+    for key, value in (config.pop("env", None) or {}).items():  # TrlParser's `env:` section
+        os.environ[key] = str(value)
+    argv, nested = _take_nested_options(argv, nested_option_names(dataclass_types))
+    for name, value in nested.items():
+        old = config.get(name)
+        config[name] = merge_mappings(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    parser = _one_line_parser(dataclass_types)
+    unknown = parser.set_defaults_with_config(**config)[::2]
+    if unknown:
+        raise ConfigError(f"{config_path}: unknown option(s) {', '.join(u[2:] for u in unknown)}; check the spelling")
+    *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    if remaining:
+        raise ConfigError(
+            f"unknown option(s) on the command line: {' '.join(remaining)}; check the spelling (see --help)"
+        )
+    validate_config(*parsed)
+    return tuple(parsed)
 
 
 def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
-    """Run a recipe's `main`; a mistake in the user's input ends the run with its message, not a traceback.
+    """Run a recipe's `main`; a mistake in the user's input ends the run with one line and exit code 2.
 
-    Known input mistakes: a model or dataset that cannot be found, a row that breaks the schema, and the
-    recipe's own `user_errors`. Anything else is a bug and keeps its traceback.
+    Known input mistakes: a model or dataset that cannot be found, a row that breaks the schema, a config
+    value, and the recipe's own `user_errors`. Anything else is a bug and keeps its traceback.
     """
     from data_filters.schema import DatasetNotFoundError, SchemaError
     from recipes.common.model import ModelNotFoundError
 
     try:
         return main(*parsed_args)
-    except (ModelNotFoundError, DatasetNotFoundError, SchemaError, *user_errors) as error:
-        raise SystemExit(f"error: {error}") from None
+    except (ModelNotFoundError, DatasetNotFoundError, SchemaError, ConfigError, *user_errors) as error:
+        _exit_with(error)
+
+
+def _exit_with(error: Exception):
+    sys.stderr.write(f"error: {error}\n")
+    raise SystemExit(2) from None
+
+
+def run_recipe_cli(main, dataclass_types: tuple, default_config: str | Path, user_errors: tuple = ()):
+    """A recipe's command line: parse and check the config (one line, exit 2, on a mistake), then run."""
+    setup_logging()
+    try:
+        parsed = parse_recipe_args(dataclass_types, default_config)
+    except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
+        _exit_with(error)
+    try:
+        return run_recipe(main, parsed, user_errors)
+    finally:
+        end_process_group()
+
+
+def end_process_group() -> None:
+    """Leave the process group in order before the interpreter exits.
+
+    A gloo group still alive at exit can abort a process that has finished ("terminate called without an
+    active exception", exit code -6), and the launcher then reports the whole finished run as failed.
+    """
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.barrier()
+        finally:
+            dist.destroy_process_group()

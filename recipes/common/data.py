@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import re
 
+from data_filters.schema import SchemaError
+
 logger = logging.getLogger(__name__)
 
 
@@ -41,7 +43,7 @@ def to_sft_conversations(dataset, source: str, assistant_template: str | None = 
     if assistant_template is not None:
         missing = sorted(set(_COLUMN.findall(assistant_template)) - columns)
         if not _COLUMN.search(assistant_template) or missing:
-            raise ValueError(
+            raise SchemaError(
                 f"{source}: assistant_template {assistant_template!r} names columns the rows lack ({missing}) or "
                 f"none at all; columns: {sorted(columns)}"
             )
@@ -58,9 +60,10 @@ def to_sft_conversations(dataset, source: str, assistant_template: str | None = 
     if "messages" in columns:
         return dataset.select_columns(["messages"])
     if "solution" not in columns:
-        raise ValueError(
+        raise SchemaError(
             f"{source}: SFT needs a 'solution' column (the reference reasoning and answer) or a 'messages' column; "
-            f"found {sorted(columns)}"
+            f"found {sorted(columns)}. Map yours with field_map (e.g. --field_map '{{solution: reasoning}}') or "
+            "build the turn with assistant_template"
         )
 
     def convert(row, index):

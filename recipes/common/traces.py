@@ -248,11 +248,11 @@ def evaluate_pass_at_1(sampler, rows: list[dict], args: TraceArguments, seed: in
 def require_single_process(recipe: str) -> None:
     """Sampling and its files belong to one process: under a multi-process launch every process would sample
     the same problems and write the same files. vLLM spreads one process over GPUs (tensor parallelism)."""
-    from accelerate import PartialState
+    from recipes.common.checks import ConfigError, launched_processes
 
-    processes = PartialState().num_processes
+    processes = launched_processes()[0]  # from the launcher's environment: a CPU launch may not form a group
     if processes > 1:
-        raise ValueError(
+        raise ConfigError(
             f"{recipe} runs as one process (found {processes}): start it with `python recipes/{recipe}.py`, with "
             "sampling_backend: vllm to use several GPUs. For a large SFT, train on its dataset.jsonl with "
             "`accelerate launch recipes/sft.py --dataset_name <output_dir>/.../dataset.jsonl`."

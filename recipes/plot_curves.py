@@ -1,0 +1,110 @@
+"""Draw the training curves of one or several runs from their metrics.jsonl, one panel per metric, to a PNG.
+
+    python -m recipes.plot_curves artifacts/demo/dapo --out dapo.png
+    python -m recipes.plot_curves runs/grpo runs/dapo --metrics reward entropy groups/std_mean --out compare.png
+
+Every GRPO run writes `metrics.jsonl` (recipes.common.monitor: each logged number, whatever `report_to`
+says). A run folder without it (an SFT run) is read from the `log_history` of its trainer_state.json, in
+the folder or its newest checkpoint. Without --metrics, the panels are the usual RL curves that the runs
+logged (reward, within-group reward std, entropy, completion length, loss).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+logger = logging.getLogger("recipes.plot_curves")
+
+DEFAULT_METRICS = ("reward", "groups/std_mean", "entropy", "completions/mean_length", "loss", "kl")
+
+
+def read_records(run: Path) -> list[dict]:
+    """A run's logged records, each with its `step`: metrics.jsonl, else trainer_state.json's log_history."""
+    metrics = run / "metrics.jsonl"
+    if metrics.is_file():
+        records = []
+        for number, line in enumerate(metrics.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                logger.warning("%s: line %d is not JSON (a run killed mid-write?), skipped", metrics, number)
+        return records
+    states = [run / "trainer_state.json"] + sorted(
+        run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1])
+    )
+    existing = [state for state in states if state.is_file()]
+    if not existing:
+        raise FileNotFoundError(
+            f"{run} holds neither metrics.jsonl nor a trainer_state.json: is it a training run's output_dir?"
+        )
+    return json.loads(existing[-1].read_text()).get("log_history", [])
+
+
+def curves(records: list[dict], metric: str) -> list[tuple[float, float]]:
+    return [
+        (record["step"], record[metric])
+        for record in records
+        if "step" in record and isinstance(record.get(metric), int | float)
+    ]
+
+
+def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -> dict[str, dict[str, list]]:
+    """Draw `metrics` (default: the usual ones the runs logged) for every run; returns what was drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = {str(run): read_records(run) for run in runs}
+    if metrics is None:
+        logged = {key for run_records in records.values() for record in run_records for key in record}
+        metrics = [metric for metric in DEFAULT_METRICS if metric in logged]
+    drawn = {metric: {run: curves(run_records, metric) for run, run_records in records.items()} for metric in metrics}
+    drawn = {metric: {run: points for run, points in by_run.items() if points} for metric, by_run in drawn.items()}
+    drawn = {metric: by_run for metric, by_run in drawn.items() if by_run}
+    if not drawn:
+        raise ValueError(f"none of the metrics {metrics} was logged by {', '.join(map(str, runs))}")
+    figure, axes = plt.subplots(1, len(drawn), figsize=(4.0 * len(drawn), 3.2), squeeze=False)
+    for axis, (metric, by_run) in zip(axes[0], drawn.items(), strict=True):
+        for run, points in by_run.items():
+            axis.plot(*zip(*points, strict=True), marker=".", label=Path(run).name)
+        axis.set_title(metric, fontsize=10)
+        axis.set_xlabel("step")
+        axis.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    figure.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+    return drawn
+
+
+def main(argv: list[str] | None = None) -> Path:
+    import argparse
+
+    from eval.cli import FlagParser
+
+    parser = FlagParser(
+        prog="python -m recipes.plot_curves", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="training output folders (with metrics.jsonl)")
+    parser.add_argument("--out", type=Path, default=Path("curves.png"), help="the PNG to write (default curves.png)")
+    parser.add_argument("--metrics", nargs="+", default=None, help="metric names as logged, e.g. reward entropy")
+    args = parser.parse_args(argv)
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    try:
+        drawn = plot_curves(args.runs, args.out, args.metrics)
+    except (FileNotFoundError, ValueError) as error:
+        sys.stderr.write(f"error: {error}\n")
+        raise SystemExit(2) from None
+    logger.info("%s: %s for %d run(s)", args.out, ", ".join(drawn), len(args.runs))
+    return args.out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Launches with several processes, run for real (two processes on the CPU, gloo), kept as small as possible:
+the tiny model, one or two steps, two prompts per process.
+
+* a launch that asks for two processes trains as two cooperating processes (one run card that says so, one
+  "saved to"), also without `--use_cpu true` on a machine without a GPU;
+* a launch that asks for two but gets one (accelerate's `--num_processes 2` alone on a CPU) stops at once
+  with one line that says what to type;
+* DeepSpeed ZeRO-2 and ZeRO-3 (recipes/accelerate/zero2.yaml, zero3.yaml) train and save a model that loads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from recipes.common.config import CONFIG_DIR
+from tests.conftest import REPO
+
+TINY_RUN = [
+    "--max_steps", "1", "--num_generations", "2", "--per_device_train_batch_size", "2",
+    "--max_completion_length", "8", "--dataset_num_rows", "4", "--dataset_name", "synthetic:1",
+    "--logging_steps", "1", "--save_strategy", "no", "--disable_tqdm", "true",
+]  # fmt: skip
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="these launches test the CPU (gloo) path")
+
+
+def launch(launcher: list[str], model, out, *extra: str, config: str = "demo/grpo.yaml", timeout: int = 600):
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
+    env.pop("WORLD_SIZE", None)
+    command = [sys.executable, "-m", "accelerate.commands.launch", *launcher, "--main_process_port", "0"]
+    command += [str(REPO / "recipes" / "grpo.py"), "--config", str(CONFIG_DIR / config)]
+    command += ["--model_name_or_path", str(model), "--output_dir", str(out), *TINY_RUN, *extra]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+
+
+def test_two_processes_without_use_cpu_train_together(tiny_model_dir, tmp_path):
+    """multi_cpu.yaml without --use_cpu true: two processes, one gloo group, one run card, one "saved to"."""
+    out = tmp_path / "two"
+    config = str(REPO / "recipes/accelerate/multi_cpu.yaml")
+    result = launch(["--config_file", config], tiny_model_dir, out, "--max_steps", "2")
+    assert result.returncode == 0, result.stderr[-4000:]
+    card = json.loads((out / "run_card.json").read_text())
+    assert card["processes"] == 2 and card["final_step"] == 2
+    assert card["distributed"] == {"type": "MULTI_CPU", "device": "cpu"} or card["distributed"]["type"] == "MULTI_GPU"
+    assert result.stderr.count("saved to") == 1, result.stderr[-4000:]
+    assert AutoModelForCausalLM.from_pretrained(out) is not None
+
+
+def test_a_launch_that_lost_its_processes_stops_at_once(tiny_model_dir, tmp_path):
+    """`accelerate launch --num_processes 2` on a CPU starts one process: it must refuse, not train alone."""
+    out = tmp_path / "lost"
+    result = launch(["--num_processes", "2"], tiny_model_dir, out, timeout=300)
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "multi_cpu.yaml" in errors[0], result.stderr[-3000:]
+    assert not out.exists()  # nothing trained, nothing written
+
+
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_zero_two_processes(stage, tiny_model_dir, tmp_path):
+    out = tmp_path / f"zero{stage}"
+    config = str(REPO / f"recipes/accelerate/zero{stage}.yaml")
+    launcher = ["--config_file", config, "--num_processes", "2", "--mixed_precision", "no"]
+    result = launch(launcher, tiny_model_dir, out, config="demo/dapo.yaml" if stage == 3 else "demo/grpo.yaml")
+    assert result.returncode == 0, result.stderr[-4000:]
+    card = json.loads((out / "run_card.json").read_text())
+    assert card["processes"] == 2 and card["final_step"] == 1
+    assert card["distributed"] == {"type": "DEEPSPEED", "device": "cpu", "zero_stage": stage}
+    assert result.stderr.count("saved to") == 1, result.stderr[-4000:]
+    model = AutoModelForCausalLM.from_pretrained(out)  # ZeRO-3 gathers the shards into one saved model
+    reference = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert model.num_parameters() == reference.num_parameters()

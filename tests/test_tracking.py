@@ -1,0 +1,94 @@
+"""Training curves outside the demo (issue 16, finding 7): `report_to: tensorboard` writes its event files
+offline, and `python -m recipes.plot_curves` draws one or several runs' metrics.jsonl to a PNG."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+
+import pytest
+from trl import ModelConfig, SFTConfig
+
+from recipes import plot_curves, sft
+from recipes.common.config import parse_recipe_args
+from tests.conftest import REPO
+
+
+def test_the_trackers_and_the_suite_s_own_needs_are_extras():
+    """`report_to` trackers are one extra away; the suite's DeepSpeed and TensorBoard runs are in `dev`."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {extra: {re.split(r"[<>=\[ ]", spec)[0].lower() for spec in specs} for extra, specs in extras.items()}
+    assert {"tensorboard", "trackio", "wandb"} <= names["tracking"]
+    assert {"deepspeed", "tensorboardx"} <= names["dev"]
+
+
+def read_scalars(event_file) -> dict[str, list[tuple[int, float]]]:
+    """The scalar summaries of a TensorBoard event file (TFRecord: length, crc, Event proto, crc)."""
+    from tensorboardX.proto import event_pb2
+
+    scalars: dict[str, list] = {}
+    data = event_file.read_bytes()
+    offset = 0
+    while offset < len(data):
+        (length,) = struct.unpack("<Q", data[offset : offset + 8])
+        event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
+        offset += 12 + length + 4
+        for value in event.summary.value:
+            scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars
+
+
+def test_a_tensorboard_run_writes_its_curves_offline(tiny_model_dir, tmp_path):
+    out = tmp_path / "sft"
+    argv = [
+        "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--max_steps", "2",
+        "--logging_steps", "1", "--dataset_num_rows", "8", "--per_device_train_batch_size", "4",
+        "--save_strategy", "no", "--report_to", "tensorboard", "--disable_tqdm", "true",
+    ]  # fmt: skip
+    sft.main(*parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv))
+    event_files = list(out.rglob("events.out.tfevents.*"))
+    assert event_files, sorted(str(p) for p in out.rglob("*"))
+    scalars: dict = {}
+    for event_file in event_files:
+        scalars.update(read_scalars(event_file))
+    assert [step for step, _ in scalars["train/loss"]] == [1, 2]
+    assert all(loss > 0 for _, loss in scalars["train/loss"])
+
+
+def write_metrics(folder, records):
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    return folder
+
+
+def test_plot_curves_draws_several_runs(tmp_path):
+    grpo = write_metrics(
+        tmp_path / "grpo",
+        [{"step": 1, "reward": 0.1, "entropy": 2.0, "loss": 0.5}, {"step": 2, "reward": 0.3, "entropy": 1.8}],
+    )
+    dapo = write_metrics(tmp_path / "dapo", [{"step": 1, "reward": 0.2}, {"step": 2, "reward": 0.4}, {"step": 3}])
+    sft_run = tmp_path / "sft"  # an SFT run: no metrics.jsonl, the trainer state of its newest checkpoint
+    for step in (1, 2):
+        (sft_run / f"checkpoint-{step}").mkdir(parents=True)
+        history = [{"step": s, "loss": value} for s, value in ((1, 9.0), (2, 3.0)) if s <= step]
+        (sft_run / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    out = tmp_path / "plots" / "curves.png"
+
+    assert plot_curves.main([str(grpo), str(dapo), str(sft_run), "--out", str(out)]) == out
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    drawn = plot_curves.plot_curves([grpo, dapo, sft_run], tmp_path / "again.png")
+    assert list(drawn) == ["reward", "entropy", "loss"]  # the usual metrics, in order, that were logged
+    assert drawn["reward"] == {str(grpo): [(1, 0.1), (2, 0.3)], str(dapo): [(1, 0.2), (2, 0.4)]}
+    assert drawn["loss"] == {str(grpo): [(1, 0.5)], str(sft_run): [(1, 9.0), (2, 3.0)]}
+    only = plot_curves.plot_curves([dapo], tmp_path / "one.png", metrics=["reward"])
+    assert only == {"reward": {str(dapo): [(1, 0.2), (2, 0.4)]}}
+
+
+def test_plot_curves_says_what_is_missing(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SystemExit) as exit_info:
+        plot_curves.main([str(tmp_path / "empty"), "--out", str(tmp_path / "x.png")])
+    assert exit_info.value.code == 2 and "neither metrics.jsonl nor a trainer_state.json" in capsys.readouterr().err
