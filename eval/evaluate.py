@@ -11,6 +11,9 @@ For each dataset, under --output-dir/<dataset>/, written as the run goes:
     summary.json       pass@k (mean over seeds, std across seeds, 95% bootstrap CI over problems), maj@k,
                        mean@n, mean length, truncation rate, and the protocol (model, sampling, seeds, versions)
     pass_at_k.png      pass@k against k, log axis
+With --budgets B1 B2 ..., one such run per thinking budget under --output-dir/budget_<B>/<dataset>/, and
+accuracy against budget in --output-dir/budget_curve/<dataset>.json and .png (eval/budget.py: s1's budget
+forcing, --min-thinking-tokens, --chat-template-kwargs and --thinking-mode).
 An interrupted run resumes: problems whose samples are on disk are not generated again; a run whose
 protocol differs from the one on disk refuses to mix with it.
 """
@@ -27,12 +30,16 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from eval import budget
 from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
 from eval.runner import score_completions
 from eval.sampler import SamplingParams
 
 logger = logging.getLogger("eval.evaluate")
-PROTOCOL_KEYS = ("model", "n", "temperature", "top_p", "top_k", "max_new_tokens", "system_prompt", "user_template")
+PROTOCOL_KEYS = (
+    "model", "n", "temperature", "top_p", "top_k", "max_new_tokens", "system_prompt", "user_template", "forcing",
+    "chat_template_kwargs", "thinking_mode",
+)  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,7 +69,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM only")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM only")
     parser.add_argument("--overwrite", action="store_true", help="discard results on disk instead of resuming")
+    budget.add_arguments(parser)
     args = parser.parse_args(argv)
+    try:
+        [budget.forcing_from_args(args, value) for value in (args.budgets or [None])]
+    except ValueError as error:
+        parser.error(str(error))
     args.k = sorted(set(args.k or [2**i for i in range(args.n.bit_length()) if 2**i <= args.n]))
     if args.k[0] < 1 or args.k[-1] > args.n:
         parser.error(f"every k must be between 1 and n={args.n}; got {args.k}")
@@ -252,7 +264,9 @@ def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> di
                     records.append(
                         {"id": row["id"], "seed": seed, "index": index, "text": sample.text,
                          "extracted": score.extracted, "correct": score.correct, "reason": score.reason,
-                         "num_tokens": sample.num_tokens, "finish_reason": sample.finish_reason}
+                         "num_tokens": sample.num_tokens, "finish_reason": sample.finish_reason,
+                         **({} if sample.forced_answer is None else {"thinking_tokens": sample.thinking_tokens,
+                            "forced_answer": sample.forced_answer, "waits": sample.waits})}
                     )  # fmt: skip
             append_lines(part, records)
             bar.update(len(chunk))
@@ -321,6 +335,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         "max_new_tokens": args.max_new_tokens, "system_prompt": args.system_prompt, "user_template": args.user_template,
         "seeds": args.seeds, "k": args.k, "backend": args.backend, "processes": state.num_processes,
         "chat_template": args.chat_template, "plain_text_prompts": args.no_chat_template,
+        "chat_template_kwargs": args.chat_template_kwargs, "thinking_mode": args.thinking_mode,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
     }  # fmt: skip
     datasets = {}
@@ -328,18 +343,31 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
         rows = load_eval_dataset(
             name, num_rows=args.num_rows, system_prompt=args.system_prompt, user_template=args.user_template
         )
-        datasets[dataset_slug(name)] = rows.to_list()
+        datasets[dataset_slug(name)] = [
+            {**row, "prompt": budget.with_thinking_switch(row["prompt"], args.thinking_mode)} for row in rows
+        ]
+    runs = [(value, args.output_dir / f"budget_{value}") for value in args.budgets or []] or [(None, args.output_dir)]
     if state.is_main_process:
-        for slug in datasets:
-            check_protocol(args.output_dir / slug, protocol, args.overwrite)
+        for value, out in runs:
+            forcing = budget.protocol_entry(budget.forcing_from_args(args, value))
+            for slug in datasets:
+                check_protocol(out / slug, {**protocol, "forcing": forcing}, args.overwrite)
     state.wait_for_everyone()
     template = Path(args.chat_template).read_text() if args.chat_template else None
     options = {"chat_template": template, "use_chat_template": not args.no_chat_template}
+    options["chat_template_kwargs"] = args.chat_template_kwargs
     if args.backend != "transformers":
         options.update(
             tensor_parallel_size=args.tensor_parallel_size, gpu_memory_utilization=args.gpu_memory_utilization
         )
     sampler = make_sampler(args.backend, args.model, batch_size=args.batch_size, **options)
+    if args.budgets:
+        curves = budget.run_sweep(sampler, datasets, args, state, evaluate_dataset)
+        if state.is_main_process:
+            print(budget.format_curve_table(curves, args.k))
+        return curves
+    if forcing := budget.forcing_from_args(args, None):
+        sampler = budget.BudgetSampler(sampler, forcing)
     summaries = {}
     for slug, rows in datasets.items():
         summary = evaluate_dataset(sampler, rows, args, args.output_dir / slug, state)
