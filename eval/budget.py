@@ -251,28 +251,34 @@ def budget_curve(summaries: dict[int, dict], folders: dict[int, Path], ks: list[
     return curve
 
 
-def plot_budget_curve(curve: dict, ks: list[int], path: Path, title: str) -> None:
-    """Accuracy against thinking budget (log x): pass@1, pass@k_max and maj@k_max with 95% bands."""
+def plot_budget_curves(curves: dict[str, dict], ks: list[int], path: Path, title: str) -> None:
+    """Accuracy against thinking budget (log x) with 95% bands: pass@1, pass@k_max and maj@k_max of one
+    model, or pass@1 and maj@k_max of each model when `curves` holds several (label -> curve)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    budgets = sorted(int(budget) for budget in curve)
     figure, axis = plt.subplots(figsize=(5.5, 3.8))
-    for name in dict.fromkeys([f"pass@{ks[0]}", f"pass@{ks[-1]}", f"maj@{ks[-1]}"]):
-        means = [curve[str(b)]["metrics"][name]["mean"] for b in budgets]
-        lows = [curve[str(b)]["metrics"][name]["ci95"][0] for b in budgets]
-        highs = [curve[str(b)]["metrics"][name]["ci95"][1] for b in budgets]
-        axis.plot(budgets, means, marker="o", label=name)
-        axis.fill_between(budgets, lows, highs, alpha=0.2)
+    names = (
+        [f"pass@{ks[0]}", f"pass@{ks[-1]}", f"maj@{ks[-1]}"] if len(curves) == 1 else [f"pass@{ks[0]}", f"maj@{ks[-1]}"]
+    )
+    for label, curve in curves.items():
+        budgets = sorted(int(budget) for budget in curve)
+        for name in dict.fromkeys(names):
+            points = [curve[str(b)]["metrics"][name] for b in budgets]
+            line = axis.plot(
+                budgets, [p["mean"] for p in points], marker="o", label=name if len(curves) == 1 else f"{label} {name}"
+            )
+            lows, highs = [p["ci95"][0] for p in points], [p["ci95"][1] for p in points]
+            axis.fill_between(budgets, lows, highs, alpha=0.15, color=line[0].get_color())
     axis.set_xscale("log", base=2)
     axis.set_xlabel("thinking budget (tokens)")
     axis.set_ylabel("accuracy")
     axis.set_ylim(0, 1)
     axis.set_title(title)
     axis.grid(alpha=0.3)
-    axis.legend()
+    axis.legend(fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
@@ -310,5 +316,5 @@ def run_sweep(sampler, datasets: dict[str, list[dict]], args, state, evaluate_da
         folders = {budget: args.output_dir / f"budget_{budget}" / slug for budget in by_budget}
         curves[slug] = budget_curve(by_budget, folders, args.k)
         (args.output_dir / "budget_curve" / f"{slug}.json").write_text(json.dumps(curves[slug], indent=2))
-        plot_budget_curve(curves[slug], args.k, args.output_dir / "budget_curve" / f"{slug}.png", slug)
+        plot_budget_curves({slug: curves[slug]}, args.k, args.output_dir / "budget_curve" / f"{slug}.png", slug)
     return curves
