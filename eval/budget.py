@@ -142,7 +142,7 @@ class BudgetSampler:
             return self._request(row, params)
         short = forcing.min_thinking_tokens - row.thinking_tokens
         if short > 0 and row.waits >= forcing.max_waits:  # no Wait left: hold thinking open up to the minimum
-            return min(short, cap - row.thinking_tokens), None, True
+            return min(short, cap - row.thinking_tokens), forcing.think_end, True
         return cap - row.thinking_tokens, forcing.think_end, False
 
     def _end_thinking(self, row: _Row) -> None:
@@ -158,16 +158,18 @@ class BudgetSampler:
     def _advance(self, row: _Row, continuation, suppress: bool) -> None:
         forcing = self.forcing
         row.rounds += 1
-        row.tokens += continuation.num_tokens
-        ended, text = continuation.ended, continuation.text
+        ended, text, count = continuation.ended, continuation.text, continuation.num_tokens
         if not row.thinking:
             row.text += text
+            row.tokens += count
             row.finish = "stop" if ended == "eos" else "length"
             return
-        if forcing.think_end in text:  # a multi-token end of thinking that could not be suppressed
+        if forcing.think_end in text:  # an end of thinking spelt over several tokens, which cannot be banned
             text, ended = text[: text.index(forcing.think_end)], forcing.think_end
+            count = self._count(text) + 1  # what follows it is dropped, and generated again as the answer
         row.text += text
-        row.thinking_tokens += continuation.num_tokens - (0 if ended == "length" else 1)
+        row.tokens += count
+        row.thinking_tokens += count - (0 if ended == "length" else 1)
         if ended == "length":
             return  # the next request forces the answer at the cap, or holds thinking open no longer
         if row.thinking_tokens < forcing.min_thinking_tokens and row.waits < forcing.max_waits:

@@ -5,8 +5,8 @@ row's own seed and says how it ended:
 * "eos": the model ended its answer;
 * the `stop` string (e.g. `</think>`): the model ended its thinking; the stop is left out of the text;
 * "length": `max_new_tokens` were generated.
-With `suppress=True` neither EOS nor `stop` can be generated (s1's "ignore the end of thinking"), so the
-continuation runs its full length. A stop that the tokenizer writes as one token (Qwen3's and the tiny
+With `suppress=True` neither EOS nor `stop` nor any other special token can be generated (s1's "ignore
+the end of thinking"), so the continuation runs its full length. A stop that the tokenizer writes as one token (Qwen3's and the tiny
 model's `</think>`) is banned through its logits; one spelt over several tokens cannot be banned token by
 token, so budget forcing looks for it in the text afterwards (eval/budget.py).
 
@@ -55,6 +55,17 @@ def single_token_id(tokenizer, text: str) -> int | None:
     return ids[0] if len(ids) == 1 else None
 
 
+def held_open_bans(tokenizer, stop_id: int | None) -> list[int]:
+    """What a suppressed round bans besides EOS: the one-token stop and every special token (pad, end of
+    turn, role markers). A chat model that is refused EOS reaches for its other end-of-turn tokens, which
+    decode to nothing and would count as thinking that is not in the text."""
+    special = set(tokenizer.all_special_ids)  # the named ones (EOS, pad, unk) ...
+    special |= {
+        i for i, token in getattr(tokenizer, "added_tokens_decoder", {}).items() if token.special
+    }  # ... and the rest
+    return sorted(special | ({stop_id} if stop_id is not None else set()))
+
+
 def extend_with_transformers(
     sampler: TransformersSampler,
     texts: list[str],
@@ -67,7 +78,7 @@ def extend_with_transformers(
     eos_ids = sampler._stop_ids()
     stop_id = single_token_id(sampler.tokenizer, stop) if stop else None
     if suppress:
-        banned = sorted(eos_ids | ({stop_id} if stop_id is not None else set()))
+        banned = sorted(eos_ids | set(held_open_bans(sampler.tokenizer, stop_id)))
         generated = sampler._generate_ids(texts, seeds, params, max_new_tokens, eos_ids, suppress_ids=banned)
         return [cut_continuation(sampler.tokenizer, tokens, eos_ids) for tokens in generated]
     ends = eos_ids | ({stop_id} if stop_id is not None else set())
@@ -116,7 +127,12 @@ def extend_with_vllm(
             max_tokens=max_new_tokens,
             min_tokens=max_new_tokens if suppress else 0,  # bans EOS and stop_token_ids before min_tokens
             stop=[stop] if stop and not suppress else None,
-            stop_token_ids=[stop_id] if stop_id is not None else None,  # a special-token stop never shows as text
+            # a special-token stop never shows as text, so it ends by id; held open, min_tokens bans these ids
+            stop_token_ids=held_open_bans(sampler.tokenizer, stop_id)
+            if suppress
+            else [stop_id]
+            if stop_id is not None
+            else None,
             seed=None if greedy else seed,
         )
         for seed in seeds

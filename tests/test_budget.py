@@ -73,7 +73,12 @@ def test_an_early_end_becomes_wait_then_is_suppressed_up_to_the_minimum(tiny_tok
     # xx (stop dropped) + Wait -> 6 thinking tokens; no Wait left: 4 tokens with the end suppressed; then free
     assert sample.text == "xx" + "Wait" + "yyyy" + "xx" + "</think>" + "7}"
     assert (sample.thinking_tokens, sample.waits, sample.forced_answer) == (12, 1, False)
-    assert backend.requests == [(40, "</think>", False), (4, None, True), (30, "</think>", False), (40 - 12 + 16, None, False)]
+    assert backend.requests == [
+        (40, "</think>", False),
+        (4, "</think>", True),
+        (30, "</think>", False),
+        (40 - 12 + 16, None, False),
+    ]
 
 
 def test_an_early_eos_inside_thinking_also_becomes_wait(tiny_tokenizer):
@@ -133,7 +138,9 @@ def test_forcing_upward_yields_no_end_of_thinking_before_the_minimum(trained_sam
     assert min(thinking_length(tokenizer, s.text) for s in plain) < 24  # left alone, the model stops early
     for max_waits in (1, 0):  # Wait once then suppression; suppression alone
         forcing = BudgetForcing(min_thinking_tokens=24, max_waits=max_waits, answer_tokens=8)
-        samples = [s for group in BudgetSampler(trained_sampler, forcing).generate(prompts, PARAMS, keys) for s in group]
+        samples = [
+            s for group in BudgetSampler(trained_sampler, forcing).generate(prompts, PARAMS, keys) for s in group
+        ]
         for sample in samples:
             assert thinking_length(tokenizer, sample.text) >= 24, sample.text  # no </think> and no EOS before 24
             assert sample.thinking_tokens >= 24 and sample.waits <= max_waits

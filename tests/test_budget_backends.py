@@ -29,7 +29,9 @@ def test_a_continuation_ends_at_eos_at_a_one_token_stop_or_at_length(tiny_tokeni
     eos, pad, think_end = tiny_tokenizer.eos_token_id, tiny_tokenizer.pad_token_id, ids(tiny_tokenizer, "</think>")[0]
     at_eos = cut_continuation(tiny_tokenizer, ids(tiny_tokenizer, "ab") + [eos, pad], {eos}, think_end, "</think>")
     assert (at_eos.text, at_eos.num_tokens, at_eos.ended) == ("ab", 3, "eos")
-    at_stop = cut_continuation(tiny_tokenizer, ids(tiny_tokenizer, "abc") + [think_end, pad], {eos}, think_end, "</think>")
+    at_stop = cut_continuation(
+        tiny_tokenizer, ids(tiny_tokenizer, "abc") + [think_end, pad], {eos}, think_end, "</think>"
+    )
     assert (at_stop.text, at_stop.num_tokens, at_stop.ended) == ("abc", 4, "</think>")
     full = cut_continuation(tiny_tokenizer, ids(tiny_tokenizer, "abcd"), {eos}, think_end, "</think>")
     assert (full.text, full.num_tokens, full.ended) == ("abcd", 4, "length")
@@ -49,23 +51,28 @@ def test_suppressed_tokens_can_never_be_drawn():
 
 
 def test_transformers_extend_suppresses_eos_and_the_end_of_thinking(tiny_model, tiny_tokenizer):
-    """The untrained tiny model is pushed to want only EOS and </think>: suppressed, it writes something else."""
+    """The tiny model's logits are pushed (a hook on its output layer) to want only EOS and </think> next:
+    free, it stops at once; held open, it writes its full length with neither, nor any other special token."""
     sampler = TransformersSampler(tiny_model, tiny_tokenizer)
     eos, think_end = tiny_tokenizer.eos_token_id, ids(tiny_tokenizer, "</think>")[0]
-    weight = tiny_model.lm_head.weight
-    saved = weight.detach().clone()
+
+    def push(module, inputs, output):
+        output = output.clone()
+        output[..., eos] += 50.0
+        output[..., think_end] += 60.0
+        output[..., tiny_tokenizer.pad_token_id] += 40.0  # the next choice: banned too when held open
+        return output
+
+    handle = tiny_model.lm_head.register_forward_hook(push)
     try:
-        with torch.no_grad():
-            weight[eos] *= 200.0
-            weight[think_end] *= 200.0
         params = SamplingParams(temperature=0.0)
         free = sampler.extend(["<|user|>x<|eos|><|assistant|>"], [0], params, 5, "</think>")[0]
-        assert free.ended in ("eos", "</think>") and free.num_tokens == 1
+        assert (free.text, free.num_tokens, free.ended) == ("", 1, "</think>")
         held = sampler.extend(["<|user|>x<|eos|><|assistant|>"], [0], params, 5, "</think>", suppress=True)[0]
-        assert held.ended == "length" and held.num_tokens == 5 and "</think>" not in held.text
+        assert held.ended == "length" and held.num_tokens == 5
+        assert len(ids(tiny_tokenizer, held.text)) == 5 and "</think>" not in held.text  # 5 visible tokens
     finally:
-        with torch.no_grad():
-            weight.copy_(saved)
+        handle.remove()
 
 
 def test_vllm_extend_builds_stop_and_min_tokens_requests(monkeypatch, tiny_tokenizer):
@@ -106,7 +113,13 @@ def test_vllm_extend_builds_stop_and_min_tokens_requests(monkeypatch, tiny_token
     ]  # fmt: skip
     sampler.extend(texts[:1], [5], params, 4, "</think>", suppress=True)
     held = seen["requests"][0]
-    assert (held["min_tokens"], held["max_tokens"], held["stop"], held["stop_token_ids"]) == (4, 4, None, [think])
+    assert (held["min_tokens"], held["max_tokens"], held["stop"]) == (4, 4, None)
+    # held open, EOS, </think> and the other special tokens (pad, role markers) are banned through min_tokens
+    roles = ids(tiny_tokenizer, "<|system|><|user|><|assistant|>")
+    assert held["stop_token_ids"] == sorted({*tiny_tokenizer.all_special_ids, *roles, think})
+    assert (
+        tiny_tokenizer.eos_token_id in held["stop_token_ids"] and tiny_tokenizer.pad_token_id in held["stop_token_ids"]
+    )
 
 
 def test_chat_template_kwargs_reach_the_template_and_a_closed_thinking_is_not_forced(tiny_model, tiny_tokenizer):
@@ -140,7 +153,9 @@ def test_evaluate_records_template_kwargs_and_switch_in_its_protocol():
     assert args.chat_template_kwargs == {"enable_thinking": False} and args.thinking_mode == "no_think"
     assert args.budgets == [8, 16] and args.min_thinking_tokens == 4
     with pytest.raises(SystemExit):  # a minimum above a budget cannot be met
-        parse_args(["--model", "m", "--dataset", "d", "--output-dir", "o", "--budgets", "8", "--min-thinking-tokens", "9"])
+        parse_args(
+            ["--model", "m", "--dataset", "d", "--output-dir", "o", "--budgets", "8", "--min-thinking-tokens", "9"]
+        )
 
 
 # ---------------------------------------------------------------- SFT data: a thinking_mode column per row
