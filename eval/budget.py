@@ -116,7 +116,7 @@ class BudgetSampler:
                     [row.prompt + row.text for row in members], seeds, params, max_tokens, stop, suppress
                 )
                 for row, continuation in zip(members, continuations, strict=True):
-                    self._advance(row, continuation, suppress)
+                    self._advance(row, continuation)
         samples = [Sample(row.text, row.tokens, row.finish, row.thinking_tokens, row.forced, row.waits) for row in rows]
         if greedy:
             return [[samples[i]] * params.n for i in range(len(texts))]
@@ -155,7 +155,7 @@ class BudgetSampler:
         row.tokens += self._count(forced)
         row.thinking, row.forced = False, True
 
-    def _advance(self, row: _Row, continuation, suppress: bool) -> None:
+    def _advance(self, row: _Row, continuation) -> None:
         forcing = self.forcing
         row.rounds += 1
         ended, text, count = continuation.ended, continuation.text, continuation.num_tokens
@@ -166,10 +166,14 @@ class BudgetSampler:
             return
         if forcing.think_end in text:  # an end of thinking spelt over several tokens, which cannot be banned
             text, ended = text[: text.index(forcing.think_end)], forcing.think_end
-            count = self._count(text) + 1  # what follows it is dropped, and generated again as the answer
+            # what followed it is dropped (the answer round writes it again): count what is kept, the end included
+            count = self._count(text) + self._count(forcing.think_end)
+            thinking = self._count(text)
+        else:
+            thinking = count - (0 if ended == "length" else 1)  # the stop token is not thinking
         row.text += text
         row.tokens += count
-        row.thinking_tokens += count - (0 if ended == "length" else 1)
+        row.thinking_tokens += thinking
         if ended == "length":
             return  # the next request forces the answer at the cap, or holds thinking open no longer
         if row.thinking_tokens < forcing.min_thinking_tokens and row.waits < forcing.max_waits:
@@ -194,7 +198,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--min-thinking-tokens", type=int, default=0, help="force thinking up to N tokens (s1)")
     group.add_argument("--wait-text", default="Wait", help="appended when the model ends its thinking too early")
     group.add_argument("--max-waits", type=int, default=2, help="Wait at most this often, then suppress the end")
-    group.add_argument("--answer-prompt", default="\n\\boxed{", help="appended after a forced </think>")
+    group.add_argument(
+        "--answer-prompt",
+        default="\n\\boxed{",
+        help="appended after a forced </think> (default: a newline, then \\boxed{)",
+    )
     group.add_argument("--answer-tokens", type=int, default=16, help="tokens allowed for the answer after </think>")
     group.add_argument("--think-end", default=THINK_END, help="the text that ends thinking")
     group.add_argument(

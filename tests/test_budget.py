@@ -99,6 +99,16 @@ def test_a_prompt_that_already_closed_its_thinking_starts_in_the_answer(tiny_tok
     assert backend.requests == [(4 + 6, None, False)]
 
 
+def test_an_end_of_thinking_found_inside_the_text_ends_the_thinking_there(tiny_tokenizer):
+    """A stop spelt over several tokens cannot be banned; when it shows up in the text, thinking ends there."""
+    backend = ScriptedBackend(tiny_tokenizer)
+    script = iter([Continuation("ab</think>zz", 7, "length"), Continuation("7}", 3, "eos")])
+    backend.extend = lambda texts, *args: [next(script)]
+    sample = one_sample(backend, budget=20)
+    assert sample.text == "ab</think>7}" and not sample.forced_answer
+    assert (sample.thinking_tokens, sample.num_tokens) == (2, 2 + 1 + 3)  # "zz" dropped: 3 tokens, not 7
+
+
 @pytest.mark.parametrize("bad", [{"budget": 0}, {"budget": 4, "min_thinking_tokens": 5}, {"answer_tokens": 0}])
 def test_impossible_forcing_is_refused(bad):
     with pytest.raises(ValueError):
