@@ -294,8 +294,8 @@ def plot_budget_curves(curves: dict[str, dict], ks: list[int], path: Path, title
     plt.close(figure)
 
 
-def format_curve_table(curves: dict[str, dict], ks: list[int]) -> str:
-    header = ["dataset", "budget", f"pass@{ks[0]}", f"pass@{ks[-1]}", f"maj@{ks[-1]}", "forced", "thinking tokens"]
+def format_curve_table(curves: dict[str, dict], ks: list[int], first_column: str = "dataset") -> str:
+    header = [first_column, "budget", f"pass@{ks[0]}", f"pass@{ks[-1]}", f"maj@{ks[-1]}", "forced", "thinking tokens"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for slug, curve in curves.items():
         for budget, point in curve.items():

@@ -542,7 +542,7 @@ def budget_section(demo: Demo, run: dict) -> list[str]:
         "The same held-out problems with thinking cut at each budget: a sample still thinking there gets `</think>` "
         "and `\\boxed{` appended and 16 tokens to answer (s1's budget forcing). forced: samples cut at the budget.",
         "",
-        format_curve_table(curves, ks),
+        format_curve_table(curves, ks, "model"),
         "",
         "![accuracy against thinking budget](budget_curve.png)",
         "",
