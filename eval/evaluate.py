@@ -71,8 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--overwrite", action="store_true", help="discard results on disk instead of resuming")
     budget.add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        [budget.forcing_from_args(args, value) for value in (args.budgets or [None])]
+    try:  # a minimum above a budget, a budget of 0: refused before any model loads
+        for value in args.budgets or [None]:
+            budget.forcing_from_args(args, value)
     except ValueError as error:
         parser.error(str(error))
     args.k = sorted(set(args.k or [2**i for i in range(args.n.bit_length()) if 2**i <= args.n]))
