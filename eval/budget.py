@@ -11,10 +11,10 @@ Budget forcing (s1, Muennighoff et al. 2025), on either backend, in rounds of `s
   (`</think>\\n\\boxed{N}`) is kept. A sample that ends its thinking itself before B may use what is left
   of B plus `answer_tokens` for its answer.
 * up: with `min_thinking_tokens N`, an end of thinking (or EOS) before N tokens is dropped and "Wait" is
-  appended instead, up to `max_waits` times (s1's "Wait"); after that EOS and `</think>` are suppressed
-  until N tokens. Each sample records `waits`.
+  appended instead, up to `max_waits` times (s1's "Wait"); after that EOS, `</think>` and the other special
+  tokens are suppressed until N tokens. Each sample records `waits`.
 Thinking tokens are the completion's tokens before `</think>` (the Wait text included); a model that writes
-no think tags thinks until the budget. A prompt whose template already closed the thinking (Qwen3 with
+no think tags thinks until the budget, or until its EOS (then it has given no separate answer). A prompt whose template already closed the thinking (Qwen3 with
 enable_thinking=False) starts in the answer. Each round's seed is drawn from (seed, problem, sample,
 round), so samples stay independent of batch size and sharding, as in eval/sampler.py.
 
