@@ -11,6 +11,9 @@ For each dataset, under --output-dir/<dataset>/, written as the run goes:
     summary.json       pass@k (mean over seeds, std across seeds, 95% bootstrap CI over problems), maj@k,
                        mean@n, mean length, truncation rate, and the protocol (model, sampling, seeds, versions)
     pass_at_k.png      pass@k against k, log axis
+With --budgets B1 B2 ..., one such run per thinking budget under --output-dir/budget_<B>/<dataset>/, and
+accuracy against budget in --output-dir/budget_curve/<dataset>.json and .png (eval/budget.py: s1's budget
+forcing, --min-thinking-tokens, --chat-template-kwargs and --thinking-mode).
 An interrupted run resumes: problems whose samples are on disk are not generated again; a run whose
 protocol differs from the one on disk refuses to mix with it.
 """
@@ -27,13 +30,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from eval import budget
 from eval.cli import FlagParser, UserInputError, check_model
 from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
 from eval.runner import score_completions
 from eval.sampler import SamplingParams
 
 logger = logging.getLogger("eval.evaluate")
-PROTOCOL_KEYS = ("model", "n", "temperature", "top_p", "top_k", "max_new_tokens", "system_prompt", "user_template")
+PROTOCOL_KEYS = (
+    "model", "n", "temperature", "top_p", "top_k", "max_new_tokens", "system_prompt", "user_template", "forcing",
+    "chat_template_kwargs", "thinking_mode",
+)  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,6 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "box (instruct models before a cold start); off by default, since training rewards read boxes only",
     )
     parser.add_argument("--overwrite", action="store_true", help="discard results on disk instead of resuming")
+    budget.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.field_map is not None:
         import yaml
@@ -90,6 +98,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.field_map = None
         if not isinstance(args.field_map, dict):
             parser.error("--field-map must be a mapping, e.g. '{answer: final_answer, id: uid}'")
+    try:  # a minimum above a budget, a budget of 0: refused before any model loads
+        for value in args.budgets or [None]:
+            budget.forcing_from_args(args, value)
+    except ValueError as error:
+        parser.error(str(error))
     args.k = sorted(set(args.k or [2**i for i in range(args.n.bit_length()) if 2**i <= args.n]))
     if args.k[0] < 1 or args.k[-1] > args.n:
         parser.error(f"every k must be between 1 and n={args.n}; got {args.k}")
@@ -280,7 +293,9 @@ def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> di
                     records.append(
                         {"id": row["id"], "seed": seed, "index": index, "text": sample.text,
                          "extracted": score.extracted, "correct": score.correct, "reason": score.reason,
-                         "num_tokens": sample.num_tokens, "finish_reason": sample.finish_reason}
+                         "num_tokens": sample.num_tokens, "finish_reason": sample.finish_reason,
+                         **({} if sample.forced_answer is None else {"thinking_tokens": sample.thinking_tokens,
+                            "forced_answer": sample.forced_answer, "waits": sample.waits})}
                     )  # fmt: skip
             append_lines(part, records)
             bar.update(len(chunk))
@@ -361,6 +376,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         "seeds": args.seeds, "k": args.k, "backend": args.backend, "processes": state.num_processes,
         "chat_template": args.chat_template, "plain_text_prompts": args.no_chat_template,
         "answer_fallbacks": args.answer_fallbacks,
+        "chat_template_kwargs": args.chat_template_kwargs, "thinking_mode": args.thinking_mode,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
     }  # fmt: skip
     datasets = {}
@@ -374,18 +390,31 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
             answer_field=args.answer_field,
             field_map=args.field_map,
         )
-        datasets[dataset_slug(name)] = rows.to_list()
+        datasets[dataset_slug(name)] = [
+            {**row, "prompt": budget.with_thinking_switch(row["prompt"], args.thinking_mode)} for row in rows
+        ]
+    runs = [(value, args.output_dir / f"budget_{value}") for value in args.budgets or []] or [(None, args.output_dir)]
     if state.is_main_process:
-        for slug in datasets:
-            check_protocol(args.output_dir / slug, protocol, args.overwrite)
+        for value, out in runs:
+            forcing = budget.protocol_entry(budget.forcing_from_args(args, value))
+            for slug in datasets:
+                check_protocol(out / slug, {**protocol, "forcing": forcing}, args.overwrite)
     state.wait_for_everyone()
     template = Path(args.chat_template).read_text() if args.chat_template else None
     options = {"chat_template": template, "use_chat_template": not args.no_chat_template}
+    options["chat_template_kwargs"] = args.chat_template_kwargs
     if args.backend != "transformers":
         options.update(
             tensor_parallel_size=args.tensor_parallel_size, gpu_memory_utilization=args.gpu_memory_utilization
         )
     sampler = make_sampler(args.backend, args.model, batch_size=args.batch_size, **options)
+    if args.budgets:
+        curves = budget.run_sweep(sampler, datasets, args, state, evaluate_dataset)
+        if state.is_main_process:
+            print(budget.format_curve_table(curves, args.k))
+        return curves
+    if forcing := budget.forcing_from_args(args, None):
+        sampler = budget.BudgetSampler(sampler, forcing)
     summaries = {}
     for slug, rows in datasets.items():
         summary = evaluate_dataset(sampler, rows, args, args.output_dir / slug, state)

@@ -16,6 +16,10 @@ backend does this with a logits processor that draws each row's token from its o
 own sampling draws from one global stream for the whole batch.)
 
 Each sample records its token count and why it ended: "stop" (EOS) or "length" (max_new_tokens).
+
+Both backends also offer `extend(texts, seeds, params, max_new_tokens, stop, suppress)`: continue already
+rendered texts one sample each, stopping at EOS or at one stop string, or with EOS and that stop suppressed.
+eval/budget.py drives it in rounds for budget forcing (s1), the same way on both backends.
 """
 
 from __future__ import annotations
@@ -58,6 +62,11 @@ class Sample:
     text: str
     num_tokens: int  # generated tokens, the EOS included when the sample stopped
     finish_reason: str  # "stop" (EOS reached) or "length" (max_new_tokens reached)
+    # Budget forcing (eval/budget.py) only: tokens before the end of thinking, whether the answer was forced
+    # at the budget, and how many times "Wait" replaced an early end of thinking.
+    thinking_tokens: int | None = None
+    forced_answer: bool | None = None
+    waits: int | None = None
 
 
 def sample_seed(seed: int, key: str, index: int) -> int:
@@ -71,11 +80,18 @@ def prompt_key(prompt) -> str:
     return hashlib.sha1(repr(prompt).encode()).hexdigest()
 
 
-def render_prompts(tokenizer, prompts: list, chat_template: str | None = None, use_chat_template: bool = True):
+def render_prompts(
+    tokenizer,
+    prompts: list,
+    chat_template: str | None = None,
+    use_chat_template: bool = True,
+    template_kwargs: dict | None = None,
+):
     """Chat-message prompts through the chat template (with the generation prompt); strings pass as they are.
 
     `chat_template` overrides the tokenizer's template; `use_chat_template=False` joins the messages'
-    contents as plain text, for base models without a template.
+    contents as plain text, for base models without a template. `template_kwargs` go to the template as
+    variables, e.g. {"enable_thinking": False} for Qwen3's non-thinking mode.
     """
     rendered = []
     for prompt in prompts:
@@ -86,7 +102,11 @@ def render_prompts(tokenizer, prompts: list, chat_template: str | None = None, u
         else:
             rendered.append(
                 tokenizer.apply_chat_template(
-                    prompt, tokenize=False, add_generation_prompt=True, chat_template=chat_template
+                    prompt,
+                    tokenize=False,
+                    add_generation_prompt=True,
+                    chat_template=chat_template,
+                    **(template_kwargs or {}),
                 )
             )
     return rendered
@@ -143,6 +163,7 @@ class TransformersSampler:
         batch_size: int = 64,
         chat_template: str | None = None,
         use_chat_template: bool = True,
+        chat_template_kwargs: dict | None = None,
     ):
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (often to the EOS token) first")
@@ -151,6 +172,7 @@ class TransformersSampler:
         self.batch_size = batch_size
         self.chat_template = chat_template
         self.use_chat_template = use_chat_template
+        self.chat_template_kwargs = chat_template_kwargs
 
     def _stop_ids(self) -> set[int]:
         ids = self.model.generation_config.eos_token_id
@@ -158,39 +180,88 @@ class TransformersSampler:
             ids = self.tokenizer.eos_token_id
         return set(ids) if isinstance(ids, (list, tuple)) else {ids}
 
+    def render(self, prompts: list) -> list[str]:
+        return render_prompts(
+            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
+        )
+
     def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
         """`params.n` samples for each prompt, in prompt order. `keys` (problem ids) seed each problem's
         samples; without them the prompt text does."""
-        import torch
-        from transformers import LogitsProcessorList
-
         keys = keys or [prompt_key(prompt) for prompt in prompts]
-        texts = render_prompts(self.tokenizer, prompts, self.chat_template, self.use_chat_template)
+        texts = self.render(prompts)
         greedy = params.temperature == 0
         rows = [(index, sample) for index in range(len(texts)) for sample in range(1 if greedy else params.n)]
         stop_ids = self._stop_ids()
+        generated = self._generate_ids(
+            [texts[index] for index, _ in rows],
+            [sample_seed(params.seed, keys[index], sample) for index, sample in rows],
+            params,
+            params.max_new_tokens,
+            stop_ids,
+        )
+        samples = [self._to_sample(tokens, stop_ids) for tokens in generated]
+        if greedy:  # one greedy sample stands for all n
+            return [[samples[index]] * params.n for index in range(len(texts))]
+        return [samples[index * params.n : (index + 1) * params.n] for index in range(len(texts))]
+
+    def extend(
+        self,
+        texts: list[str],
+        seeds: list[int],
+        params: SamplingParams,
+        max_new_tokens: int,
+        stop: str | None = None,
+        suppress: bool = False,
+    ):
+        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
+        from eval.continuation import extend_with_transformers
+
+        return extend_with_transformers(self, texts, seeds, params, max_new_tokens, stop, suppress)
+
+    def _generate_ids(
+        self,
+        texts: list[str],
+        seeds: list[int],
+        params: SamplingParams,
+        max_new_tokens: int,
+        stop_ids: set[int],
+        suppress_ids: list[int] | None = None,
+        stop_strings: list[str] | None = None,
+    ) -> list[list[int]]:
+        """The generated token ids of each text (one sample each, from its seed), in batches of `batch_size`."""
+        import torch
+        from transformers import LogitsProcessorList
+
+        greedy = params.temperature == 0
         was_training = self.model.training
         padding_side = self.tokenizer.padding_side
         self.model.eval()
         self.tokenizer.padding_side = "left"
         generated: list[list[int]] = []
+        extra = {"stop_strings": stop_strings, "tokenizer": self.tokenizer} if stop_strings else {}
         try:
             with torch.no_grad():
-                for start in range(0, len(rows), self.batch_size):
-                    batch = rows[start : start + self.batch_size]
+                for start in range(0, len(texts), self.batch_size):
                     encoded = self.tokenizer(
-                        [texts[index] for index, _ in batch],
+                        texts[start : start + self.batch_size],
                         return_tensors="pt",
                         padding=True,
                         add_special_tokens=False,
                     ).to(self.model.device)
                     processors = LogitsProcessorList()
+                    if suppress_ids:
+                        from eval.continuation import SuppressTokens
+
+                        processors.append(SuppressTokens(suppress_ids))
                     if not greedy:
-                        seeds = [sample_seed(params.seed, keys[index], sample) for index, sample in batch]
-                        processors.append(SeededRowSampling(seeds, params.temperature, params.top_p, params.top_k))
+                        batch_seeds = seeds[start : start + self.batch_size]
+                        processors.append(
+                            SeededRowSampling(batch_seeds, params.temperature, params.top_p, params.top_k)
+                        )
                     output = self.model.generate(
                         **encoded,
-                        max_new_tokens=params.max_new_tokens,
+                        max_new_tokens=max_new_tokens,
                         do_sample=False,
                         temperature=None,
                         top_p=None,
@@ -199,16 +270,14 @@ class TransformersSampler:
                         use_cache=True,  # a model saved by a trainer may say use_cache=False: 10x slower here
                         pad_token_id=self.tokenizer.pad_token_id,
                         eos_token_id=sorted(stop_ids),
+                        **extra,
                     )
                     generated += output[:, encoded["input_ids"].shape[1] :].tolist()
         finally:
             self.tokenizer.padding_side = padding_side
             if was_training:
                 self.model.train()
-        samples = [self._to_sample(tokens, stop_ids) for tokens in generated]
-        if greedy:  # one greedy sample stands for all n
-            return [[samples[index]] * params.n for index in range(len(texts))]
-        return [samples[index * params.n : (index + 1) * params.n] for index in range(len(texts))]
+        return generated
 
     def _to_sample(self, token_ids: list[int], stop_ids: set[int]) -> Sample:
         for position, token in enumerate(token_ids):
@@ -234,6 +303,7 @@ class VLLMSampler:
         chat_template: str | None = None,
         use_chat_template: bool = True,
         seed: int = 0,
+        chat_template_kwargs: dict | None = None,
     ):
         try:
             from vllm import LLM
@@ -252,12 +322,18 @@ class VLLMSampler:
         self.tokenizer = self.llm.get_tokenizer()
         self.chat_template = chat_template
         self.use_chat_template = use_chat_template
+        self.chat_template_kwargs = chat_template_kwargs
+
+    def render(self, prompts: list) -> list[str]:
+        return render_prompts(
+            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
+        )
 
     def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
         from vllm import SamplingParams as VLLMParams
 
         keys = keys or [prompt_key(prompt) for prompt in prompts]
-        texts = render_prompts(self.tokenizer, prompts, self.chat_template, self.use_chat_template)
+        texts = self.render(prompts)
         greedy = params.temperature == 0
         requests = [
             VLLMParams(
@@ -283,6 +359,20 @@ class VLLMSampler:
             ]
             results.append(samples * params.n if greedy else samples)
         return results
+
+    def extend(
+        self,
+        texts: list[str],
+        seeds: list[int],
+        params: SamplingParams,
+        max_new_tokens: int,
+        stop: str | None = None,
+        suppress: bool = False,
+    ):
+        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
+        from eval.continuation import extend_with_vllm
+
+        return extend_with_vllm(self, texts, seeds, params, max_new_tokens, stop, suppress)
 
 
 def vllm_available() -> bool:
@@ -315,5 +405,6 @@ def make_sampler(backend: str, model_path: str, batch_size: int = 64, **options)
     device = PartialState().device
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device)
-    template_options = {key: options[key] for key in ("chat_template", "use_chat_template") if key in options}
+    template_keys = ("chat_template", "use_chat_template", "chat_template_kwargs")
+    template_options = {key: options[key] for key in template_keys if key in options}
     return TransformersSampler(model, tokenizer, batch_size=batch_size, **template_options)

@@ -63,6 +63,17 @@ class SFTScriptArguments(DataArguments):
             "'<think>\\n{deepseek_thinking_trajectory}\\n</think>\\n{deepseek_attempt}' (s1K-1.1)."
         },
     )
+    no_think_fraction: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of rows (chosen by id) trained in non-thinking mode, as Qwen3's cold start mixed them: "
+            "the thinking emptied to '<think>\\n\\n</think>'. A 'thinking_mode' column (think / no_think) wins."
+        },
+    )
+    thinking_switch: bool = field(
+        default=False,
+        metadata={"help": "End each row's last user turn with '/think' or '/no_think' (Qwen3's soft switch)."},
+    )
     model_config_overrides: dict | str | None = field(
         default=None,
         metadata={
@@ -86,7 +97,13 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
     check_chat_template(tokenizer, training_args)  # EOS ends a turn, the loss mask works: fail in seconds
 
     rows = load_rows(script_args)
-    train_dataset = to_sft_conversations(rows, script_args.dataset_name, script_args.assistant_template)
+    train_dataset = to_sft_conversations(
+        rows,
+        script_args.dataset_name,
+        script_args.assistant_template,
+        no_think_fraction=script_args.no_think_fraction,
+        thinking_switch=script_args.thinking_switch,
+    )
     logger.info("training on %d conversations from %s", len(train_dataset), script_args.dataset_name)
     return train_sft(
         model_path,

@@ -507,6 +507,7 @@ def write_report(demo: Demo, run: dict, wall_minutes: float, threads: int) -> st
     lines += ["![pass@k of every stage](pass_at_k.png)", ""]
     if curves:
         lines += ["![GRPO training curves](grpo_curves.png)", ""]
+    lines += budget_section(demo, run)
     lines += stage_notes(demo, run)
     lines += ["", "Wall time per stage (s): " + ", ".join(f"{k} {v:.0f}" for k, v in demo.timings.items())]
     lines += [f"Total: {wall_minutes:.1f} min, {demo.args.jobs} process(es) at once, {threads} thread(s) in all.", ""]
@@ -514,6 +515,38 @@ def write_report(demo: Demo, run: dict, wall_minutes: float, threads: int) -> st
     (out / "report.md").write_text(text)
     (out / "report.json").write_text(json.dumps({"stages": table, "timings": demo.timings}, indent=2))
     return text
+
+
+def budget_section(demo: Demo, run: dict) -> list[str]:
+    """Accuracy against thinking budget of the cold start and DAPO models (eval/budget.py: s1's forcing). The
+    task's chains grow with the level (about 3 tokens a hop), so a budget cuts the hard levels first."""
+    from eval import evaluate
+    from eval.budget import format_curve_table, plot_budget_curves
+
+    budgets = [4, 16] if demo.fast else [4, 8, 16, 32, 64]
+    curves = {}
+    for stage in [stage for stage in ("sft", "dapo") if stage in run["models"]]:
+        out = demo.out / "eval_budget" / stage
+        saved = out / "budget_curve" / f"synthetic_{EVAL_LEVELS[0]}-{EVAL_LEVELS[-1]}.json"
+        if demo.args.force or not saved.exists():
+            argv = demo.eval_argv(stage, run["models"][stage])[:-2] + ["--output-dir", str(out), "--overwrite"]
+            evaluate.main([*argv, "--budgets", *map(str, budgets)])
+        curves[STAGE_NAMES.get(stage, stage)] = json.loads(saved.read_text())
+    if not curves:
+        return []
+    ks = [1, demo.eval_samples]
+    plot_budget_curves(curves, ks, demo.out / "budget_curve.png", "held-out levels 1-12: accuracy vs thinking budget")
+    return [
+        "## Thinking budget",
+        "",
+        "The same held-out problems with thinking cut at each budget: a sample still thinking there gets `</think>` "
+        "and `\\boxed{` appended and 16 tokens to answer (s1's budget forcing). forced: samples cut at the budget.",
+        "",
+        format_curve_table(curves, ks, "model"),
+        "",
+        "![accuracy against thinking budget](budget_curve.png)",
+        "",
+    ]
 
 
 def verdicts(table: dict) -> list[str]:

@@ -32,6 +32,9 @@ def test_fast_demo_runs_every_stage_and_reruns_cheaply(tmp_path, capsys):
     for stage in STAGES:
         assert demo.STAGE_NAMES[stage] in report
     assert (out / "pass_at_k.png").stat().st_size > 0 and (out / "grpo_curves.png").stat().st_size > 0
+    # the budget curve of the cold start and DAPO models (eval/budget.py), forced answers counted per budget
+    assert "## Thinking budget" in report and (out / "budget_curve.png").stat().st_size > 0
+    assert f"| {demo.STAGE_NAMES['dapo']} | 4 |" in report
     assert "- filter (synthetic:1-10" in report and "- dapo: 2 steps" in report
     pool = [json.loads(line) for line in (out / "filter" / "rl_pool.jsonl").open()]
     assert pool and all("pass_rate" in row for row in pool)
