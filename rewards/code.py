@@ -153,7 +153,11 @@ def _run_assert_cases(row: _Row, options: _Options) -> None:
         timeout_s=options.timeout_s,
         memory_mb=options.memory_mb,
     )
-    reports = result.cases
+    reports = dict(result.cases)
+    if result.status != "ok":  # the program died under a limit: say which, not just that it ended
+        for index, (passed, detail) in reports.items():
+            if not passed and "the program ended" in detail:
+                reports[index] = (False, f"{result.status}: {result.reason}")
     if -1 in reports:
         for index in range(row.total):
             row.record(index, False, reports[-1][1])

@@ -236,3 +236,9 @@ def create(memory_bytes: int, max_processes: int, cpu_cores: float) -> RunGroup 
         group.remove()
         return None
     return group
+
+
+def cpu_counted() -> bool:
+    """Does a per-run group count CPU time here (cpuacct on v1, cpu.stat on every v2 group)?"""
+    usable = _usable()
+    return "cpuacct" in usable or "unified" in usable or usable.get("cpu", ("",))[0] == "v2"
