@@ -65,7 +65,9 @@ UID_BASE = 1_000_000_000  # program uids (as root) are UID_BASE + the launcher's
 MAX_OUTPUT_BYTES = 1_000_000
 STOP_GRACE_S = 0.25  # how long the launcher gets to take the process tree down before it is killed outright
 CPU_POLL_S = 0.02  # how often the run's CPU time is read, where a cgroup counts it
-FALLBACK_PROCESS_MB = 128  # without a memory cgroup: each process may have memory_mb / processes, at least this
+# Without a memory cgroup a run may have this many processes (threads count too), each with memory_mb / this
+# of address space: together never more than memory_mb. Most programs are one process; 4 leaves room for a few.
+FALLBACK_PROCESSES = 4
 JUDGE_MEMORY_MB = 2048  # the trusted judge's address space (plain data coming back is capped at 8 MB a reply)
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 
@@ -358,7 +360,7 @@ def _limits(
     processes = max_processes
     address_space = memory_mb
     if group is None or not group.limits_memory:
-        processes = max(1, min(max_processes, memory_mb // FALLBACK_PROCESS_MB))
+        processes = max(1, min(max_processes, FALLBACK_PROCESSES))
         address_space = memory_mb // processes
     return {
         "cpu_s": timeout_s,

@@ -166,12 +166,11 @@ def build_root(config: dict, uid: int, gid: int) -> None:
         if target in allowed:
             continue
         _bind(handle, inside(target), is_dir)
-        for hidden in spec["hidden"]:
-            if hidden.startswith(target + "/") or hidden == target:
-                os.makedirs(inside(hidden), exist_ok=True) if not os.path.isdir(inside(hidden)) else None
     for hidden in spec["hidden"]:
-        if not os.path.isdir(inside(hidden)):
-            continue  # a read-only parent without it: nothing to hide
+        try:
+            os.makedirs(inside(hidden), 0o755, exist_ok=True)  # where no bind brought it: in the root's tmpfs
+        except OSError:
+            continue  # a read-only bind without it: nothing to hide
         mount("tmpfs", inside(hidden), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=1024")
     for target, handle, is_dir in held:
         if target in allowed:
@@ -426,6 +425,8 @@ def exec_program(config: dict, cwd: str) -> None:
         if not config["drop_uid"] and config["mode"] == "fallback" and os.geteuid() != 0:
             # Without a namespace the count is per user over the whole machine: allow for what already runs.
             nproc += sum(1 for _, _, uid in _processes() if uid == os.geteuid())
+        elif not config["drop_uid"] and config["mode"] == "namespaces":
+            nproc += 2  # the user namespace's count includes the launcher and init, of the same uid
         for which, value in (
             (resource.RLIMIT_AS, limits["address_space"]),  # memory, as virtual address space
             (resource.RLIMIT_CPU, limits["cpu_s"]),  # CPU seconds: SIGXCPU, then SIGKILL one second later

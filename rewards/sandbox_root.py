@@ -96,7 +96,11 @@ def root_spec(python: str, packages: tuple[str, ...] = ()) -> dict:
             binds.append((path, path))
     # Every site-packages under a bound directory is covered by an empty read-only tmpfs (the stdlib of pyenv,
     # conda and python.org builds holds one); allowlisted packages are bound into the first of them.
-    hidden = [path for path in layout["sitepackages"] if any(_under(path, directory) for directory, _ in binds)]
+    hidden = [
+        path
+        for path in layout["sitepackages"]
+        if os.path.isdir(path) and any(_under(path, directory) for directory, _ in binds)
+    ]
     for directory, _ in list(binds):
         for name in ("site-packages", "dist-packages"):
             candidate = os.path.join(directory, name)
