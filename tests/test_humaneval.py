@@ -85,3 +85,49 @@ def test_hacks_score_zero(problems, hack):
     )
     passed = [problem["task_id"] for problem, score in zip(chosen, scores, strict=True) if score != 0.0]
     assert passed == [], f"{hack} ({'found in issue 15' if hack in FOUND_IN_ISSUE_15 else 'new'}) beat the judge"
+
+
+# ---------------------------------------------------------------- HumanEval by name through eval.evaluate
+
+
+class CanonicalSampler:
+    """Answers problems 0, 2, 4, ... with [canonical, wrong] and the others with [wrong, wrong]."""
+
+    def __init__(self, problems: list[dict]):
+        self.solutions = {p["task_id"]: p["prompt"] + p["canonical_solution"] for p in problems}
+        self.order = [p["task_id"] for p in problems]
+
+    def generate(self, prompts, params, keys=None):
+        from eval.sampler import Sample
+
+        wrong = Sample("```python\ndef nothing():\n    return None\n```", 12, "stop")
+        out = []
+        for key in keys:
+            right = Sample(f"```python\n{self.solutions[key]}```", 40, "stop")
+            out.append([right, wrong] if self.order.index(key) % 2 == 0 else [wrong, wrong])
+        return out
+
+
+def test_humaneval_evaluates_by_name_with_pass_at_k(problems, tmp_path, monkeypatch):
+    import eval.sampler
+    from eval import evaluate
+
+    monkeypatch.setattr(eval.sampler, "make_sampler", lambda *args, **kwargs: CanonicalSampler(problems))
+    argv = ["--model", "unused", "--dataset", "humaneval", "--num-rows", "6", "--n", "2", "--k", "1", "2"]
+    summaries = evaluate.main([*argv, "--output-dir", str(tmp_path), "--backend", "transformers"])
+    metrics = summaries["humaneval"]["metrics"]
+    # 3 of 6 problems have one right sample of 2: pass@1 = 3 * 1/2 / 6, pass@2 = 3 / 6.
+    assert summaries["humaneval"]["problems"] == 6
+    assert metrics["pass@1"]["mean"] == pytest.approx(0.25)
+    assert metrics["pass@2"]["mean"] == pytest.approx(0.5)
+
+
+def test_humaneval_rows_are_in_the_row_schema(problems):
+    from eval.datasets import load_eval_dataset
+
+    rows = load_eval_dataset("humaneval")
+    assert len(rows) == 164 and set(rows["verifier"]) == {"code"}
+    first = rows[0]
+    assert first["id"] == "HumanEval/0" and first["source"] == "humaneval"
+    assert problems[0]["prompt"] in first["prompt"][-1]["content"]
+    assert json.loads(first["tests"])["entry_point"] == problems[0]["entry_point"]

@@ -56,7 +56,16 @@ class Always(int):
 @pytest.mark.parametrize(
     "value",
     [Always(1), object(), (x for x in ()), print, type, [[]] * 0 + [Always(2)], {"k": object()}, 10**5000],
-    ids=["int subclass", "object", "generator", "builtin function", "class", "nested subclass", "dict value", "huge int"],
+    ids=[
+        "int subclass",
+        "object",
+        "generator",
+        "builtin function",
+        "class",
+        "nested subclass",
+        "dict value",
+        "huge int",
+    ],
 )
 def test_anything_else_is_not_plain_data(value):
     with pytest.raises((NotPlainData, ValueError)):
@@ -134,7 +143,9 @@ def test_a_solution_that_does_not_run_fails_every_case():
 
 
 def test_stop_on_first_failure_stops():
-    result = run_judged(ADD, "", ["assert add(1, 1) == 3", "assert add(1, 1) == 2"], ["add"], stop_on_first_failure=True)
+    result = run_judged(
+        ADD, "", ["assert add(1, 1) == 3", "assert add(1, 1) == 2"], ["add"], stop_on_first_failure=True
+    )
     assert list(result.cases) == [0]
 
 
@@ -150,7 +161,7 @@ SECRET = "expected-value-7f3a9c"
 def test_nothing_of_the_tests_exists_inside_the_sandbox():
     # The program searches every file it can read, its memory's environment and its arguments for a marker
     # that only the tests contain; the judge's case passes only if the marker was never found.
-    solution = f"""
+    solution = """
 import os
 found = []
 marker = "expected-value-" + "7f3a9c"
@@ -167,7 +178,7 @@ for root, dirs, files in os.walk("/"):
 for entry in os.listdir("/proc"):
     for part in ("cmdline", "environ"):
         try:
-            if marker.encode() in open(f"/proc/{{entry}}/{{part}}", "rb").read():
+            if marker.encode() in open(f"/proc/{entry}/{part}", "rb").read():
                 found.append(entry)
         except OSError:
             pass
@@ -175,7 +186,9 @@ for entry in os.listdir("/proc"):
 def f():
     return found
 """
-    result = run_judged(solution, f"EXPECTED = []\nUNUSED = {SECRET!r}\n", ["assert f() == EXPECTED"], ["f"], timeout_s=20)
+    result = run_judged(
+        solution, f"EXPECTED = []\nUNUSED = {SECRET!r}\n", ["assert f() == EXPECTED"], ["f"], timeout_s=20
+    )
     assert result.cases == {0: (True, "")}, result
 
 
