@@ -7,6 +7,7 @@ the code verifier scores: a right program 1, a wrong one 0. Rows that cannot be 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +99,43 @@ def test_code_sets_are_listed():
 def test_a_missing_file_says_so(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_eval_dataset(f"apps:{tmp_path / 'missing.jsonl'}")
+
+
+EASY = Path(__file__).parent / "data" / "code_easy.jsonl"
+
+
+def test_the_easy_function_set_loads_and_its_solutions_pass():
+    rows = load_eval_dataset(str(EASY))
+    assert len(rows) == 22 and set(rows["verifier"]) == {"code"}
+    reward = get_reward("code_binary", timeout_s=5.0)
+    assert reward(rows["solution"], tests=rows["tests"]) == [1.0] * len(rows)
+    stubs = [
+        f"```python\ndef {json.loads(tests)['entry_point']}(*args):\n    return None\n```" for tests in rows["tests"]
+    ]
+    assert reward(stubs, tests=rows["tests"]) == [0.0] * len(rows)
+
+
+def test_the_code_grpo_config_reads_codecontests_rows(tmp_path):
+    # The config's data settings, applied to a row in CodeContests' layout (its tests are a struct column).
+    import yaml
+
+    from data_filters.schema import DataArguments, load_rows
+
+    config = yaml.safe_load(
+        (Path(__file__).parents[1] / "recipes/configs/qwen2.5-coder-1.5b/grpo_code.yaml").read_text()
+    )
+    row = {
+        "name": "double",
+        "description": "Print twice the number.",
+        "private_tests": {"input": ["3\n", "4\n"], "output": ["6\n", "8\n"]},
+        "difficulty": 7,
+    }
+    empty = {**row, "name": "empty", "private_tests": {"input": [], "output": []}}
+    path = write_jsonl(tmp_path / "code_contests.jsonl", [row, empty])
+    fields = ("field_map", "verifier", "on_error", "system_prompt", "dataset_split")
+    rows = load_rows(DataArguments(dataset_name=path, **{key: config[key] for key in fields}))
+    assert rows["id"] == ["double"]  # the row without cases is dropped
+    reward = get_reward(
+        config["rewards"][0]["name"], **{k: v for k, v in config["rewards"][0].items() if k not in ("name", "weight")}
+    )
+    assert reward([DOUBLE, TRIPLE], tests=[rows[0]["tests"]] * 2) == [1.0, 0.0]
