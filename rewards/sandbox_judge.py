@@ -62,8 +62,10 @@ def _called_names(source: str) -> set[str]:
     return {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
 
 
-def judge(spec: dict, requests_fd: int, replies_fd: int, report) -> None:
-    """Run `spec`'s cases against the program behind the two pipes; `report(index, passed, detail)` each."""
+def judge(spec: dict, requests_fd: int, replies_fd: int, report) -> bool:
+    """Run `spec`'s cases against the program behind the two pipes; `report(index, passed, detail)` each.
+
+    Returns whether the program's side ended on its own (its reply pipe closed) before the judge was done."""
     replies = _Replies(replies_fd)
     failures: list[str] = []
 
@@ -99,14 +101,14 @@ def judge(spec: dict, requests_fd: int, replies_fd: int, report) -> None:
             "the program ended before it was ready" if not first else f"the solution raised {first.get('setup_error')}"
         )
         report(-1, False, str(why)[:300])
-        return
+        return replies.closed
     namespace: dict = {"__name__": "__tests__", "__builtins__": builtins}
     try:
         if spec["setup"]:
             exec(compile(spec["setup"], "tests.py", "exec"), namespace)  # noqa: S102 - the dataset's own tests
     except BaseException as error:  # noqa: B036
         report(-1, False, f"the test setup raised {protocol._describe(error)}")
-        return
+        return replies.closed
     names = set(spec.get("names") or ())
     for case in spec["cases"]:
         names |= {name for name in _called_names(case) if name not in namespace and not hasattr(builtins, name)}
@@ -122,4 +124,5 @@ def judge(spec: dict, requests_fd: int, replies_fd: int, report) -> None:
             passed, detail = False, protocol._describe(error)
         report(index, passed, detail[:300])
         if not passed and spec.get("stop_on_first_failure"):
-            return
+            break
+    return replies.closed

@@ -1,20 +1,26 @@
 """The process that starts an untrusted program for `rewards.sandbox` and makes sure it ends.
 
-`rewards.sandbox` runs this file as `python -I -S sandbox_launcher.py CONFIG` (a marshalled dict, in
-hex) in a new session with a reduced environment. It is a script, not a module of the package, on
-purpose: it imports only the standard library, so it starts fast and is the same whatever the caller's
-virtualenv holds. It writes one line per event to the file descriptor `status_fd`: `isolated`
-(namespaces are in place), `setup_error` (they could not be; the program never ran), `exit` (the
-program's return code).
+`rewards.sandbox` runs this file as `python -I -S sandbox_launcher.py FD`, where FD is a memory file
+holding the configuration (a marshalled dict: the program's files and, for assert-style runs, the tests;
+never on the command line, which /proc shows to every user). It is a script, not a module of the package,
+on purpose: it imports only the standard library (and its sibling files sandbox_mounts.py and, for the
+judge, sandbox_judge.py and sandbox_protocol.py, loaded by path), so it starts fast and is the same
+whatever the caller's virtualenv holds. It writes one line per event to the file descriptor `status_fd`:
+`isolated` (namespaces are in place), `setup_error` (they could not be; the program never ran), `exit`
+(the program's return code), and from the judge `case` (one verdict), `judged` (all of them),
+`judge_error`.
 
 Namespaced mode (the default where the kernel allows it):
 
-    launcher (parent's pid namespace)          unshare(mount, pid, net, ipc, uts [, user])
-      └─ init (pid 1 of the new pid namespace)  mounts: everything read-only, fresh /tmp, /dev/shm, /proc
-           └─ program (unprivileged uid)        rlimits, no_new_privs, execve(python main.py)
+    launcher (parent's pid namespace)
+      ├─ judge (forked first: the host's view, a uid of its own)   runs the tests; pipes to the program
+      └─ init (pid 1 of a new pid namespace)       joins the run's cgroups, builds a root from nothing
+           └─ program (unprivileged uid)           rlimits, no_new_privs, execve(python -I main.py|serve.py)
 
 When init exits the kernel kills every process left in its pid namespace, detached or not, and waits
-for them: nothing outlives a run. The launcher ends the run on SIGTERM by killing init.
+for them: nothing outlives a run. When the judge is done, init is killed: nothing the program does after
+its last answer counts. The launcher ends the run on SIGTERM by killing init and the judge; the caller
+also kills the run's cgroup as a whole.
 
 Fallback mode (no namespaces): the program gets a process group of its own, which one killpg ends, fork
 bomb included; the launcher becomes a child subreaper, so that descendants that left the group (setsid)
@@ -40,26 +46,18 @@ CLONE_NEWIPC = 0x08000000  # System V IPC and POSIX message queues
 CLONE_NEWUSER = 0x10000000  # uids and capabilities: lets an unprivileged user do the rest
 CLONE_NEWPID = 0x20000000  # process ids: the program sees and can signal only its own processes
 CLONE_NEWNET = 0x40000000  # network: only a loopback device, down; no route anywhere
-# mount(2) flags.
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 # prctl(2) options.
 PR_SET_PDEATHSIG = 1  # a signal the kernel sends us when our parent dies
 PR_SET_CHILD_SUBREAPER = 36  # orphaned descendants are re-parented to us, not to the system's init
 PR_SET_NO_NEW_PRIVS = 38  # execve can never grant privileges again (setuid binaries, file capabilities)
 
 JUDGE_UID_OFFSET = 1 << 23  # the judge's uid (as root): above every program uid (pids stay below 2**22)
-DEVICES = ("null", "zero", "full", "random", "urandom")
-PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}.get(os.uname().machine, -1)
-MNT_DETACH = 2
-SANDBOX_TMP = "/tmp"  # where the new root is built (a tmpfs over the host's /tmp, in our mount namespace only)
 WORK_DIR = "/tmp/work"  # in the new root: the program's working directory, on its private /tmp
 SETUP_FAILED = 125
+PROGRAM_ENDED = 3  # the judge's exit code when the program's side ended before the judge was done
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.unshare.argtypes = [ctypes.c_int]
-_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
@@ -79,11 +77,6 @@ def _call(result: int, what: str) -> None:
     if result != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    source, fstype, data = (None if value is None else os.fsencode(value) for value in (source, fstype, data))
-    _call(_libc.mount(source, os.fsencode(target), fstype, flags, data), f"mount {target}")
 
 
 def prctl(option: int, value: int) -> None:
@@ -125,99 +118,6 @@ def enter_namespaces(config: dict) -> bool:
     return network
 
 
-def _bind(handle: int, target: str, is_dir: bool) -> None:
-    """Bind the host path held open as `handle` at `target` (inside the new root), read-only."""
-    if is_dir:
-        os.makedirs(target, 0o755, exist_ok=True)
-    else:
-        os.makedirs(os.path.dirname(target), 0o755, exist_ok=True)
-        if not os.path.exists(target):
-            os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
-    mount(f"/proc/self/fd/{handle}", target, None, MS_BIND | MS_REC)
-    flags = os.statvfs(target).f_flag
-    # Flags that a user namespace locks on a mount (nodev, noexec) must be kept when remounting it.
-    extra = MS_NOSUID | (MS_NODEV if flags & os.ST_NODEV else 0) | (MS_NOEXEC if flags & os.ST_NOEXEC else 0)
-    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | extra)
-
-
-def build_root(config: dict, uid: int, gid: int) -> None:
-    """A root file system made from nothing: a tmpfs with only the listed paths bound into it, read-only.
-
-    Every host path is opened (O_PATH) before anything is mounted, since the new root's tmpfs goes over
-    /tmp, where a path may lie. Then: the binds; an empty tmpfs over each site-packages that a bind
-    brought in, with only the allowlisted packages bound into it; the device nodes a program needs; a
-    fresh /proc of the run's pid namespace; the program's private /tmp and /dev/shm; pivot_root into it,
-    the old root detached; the root itself made read-only.
-    """
-    spec = config["root"]
-    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount from here on propagates to the host
-    held = []
-    for source, target in spec["binds"] + spec["allowed"] + [(f"/dev/{name}", f"/dev/{name}") for name in DEVICES]:
-        try:
-            held.append((target, os.open(source, os.O_PATH), os.path.isdir(source)))
-        except OSError:
-            if not source.startswith("/dev/"):
-                raise
-    new_root = SANDBOX_TMP
-    mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
-    inside = lambda path: new_root + path  # noqa: E731
-    allowed = {target for _, target in spec["allowed"]}
-    for target, handle, is_dir in sorted(held, key=lambda item: item[0]):
-        if target in allowed:
-            continue
-        _bind(handle, inside(target), is_dir)
-    for hidden in spec["hidden"]:
-        try:
-            os.makedirs(inside(hidden), 0o755, exist_ok=True)  # where no bind brought it: in the root's tmpfs
-        except OSError:
-            continue  # a read-only bind without it: nothing to hide
-        mount("tmpfs", inside(hidden), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k,nr_inodes=1024")
-    for target, handle, is_dir in held:
-        if target in allowed:
-            _bind(handle, inside(target), is_dir)
-    for hidden in spec["hidden"]:
-        if os.path.isdir(inside(hidden)):
-            mount(None, inside(hidden), None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    for _, handle, _ in held:
-        os.close(handle)
-    for link, points_to in spec["links"]:
-        if not os.path.lexists(inside(link)):
-            os.symlink(points_to, inside(link))
-    owner = f"uid={uid},gid={gid}"
-    size_mb = config["tmpfs_mb"]
-    for directory, options in (
-        ("/tmp", f"size={size_mb}m,nr_inodes=4096"),
-        ("/dev/shm", f"size={size_mb}m,nr_inodes=256"),
-    ):
-        os.makedirs(inside(directory), 0o755, exist_ok=True)
-        mount("tmpfs", inside(directory), "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},{options}")
-    os.makedirs(inside("/proc"), 0o555, exist_ok=True)
-    try:
-        # A /proc of the new pid namespace: the program sees only its own processes.
-        mount("proc", inside("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
-    except OSError:
-        pass  # e.g. a container that masks parts of /proc: the run has no /proc
-    os.mkdir(inside(WORK_DIR), 0o700)
-    for name, data in config["files"].items():
-        with open(os.path.join(inside(WORK_DIR), name), "wb") as handle:
-            handle.write(data)
-        os.chown(os.path.join(inside(WORK_DIR), name), uid, gid)
-    os.chown(inside(WORK_DIR), uid, gid)
-    os.mkdir(inside("/.old"))
-    _call(_libc.syscall(PIVOT_ROOT, os.fsencode(new_root), os.fsencode(inside("/.old"))), "pivot_root")
-    os.chdir("/")
-    _call(_libc.umount2(b"/.old", MNT_DETACH), "umount the old root")
-    os.rmdir("/.old")
-    mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
-def join_cgroup(config: dict) -> None:
-    """Move this process (and so all it forks) into the run's cgroups, made by the caller."""
-    for path in config.get("cgroup_procs") or ():
-        with open(path, "w") as handle:
-            handle.write("0")
-
-
 def run_init(config: dict, alive: int, network: bool) -> None:
     """pid 1 of the new pid namespace: join the run's cgroups, build the root, start the program, reap, report."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # if the launcher dies, init dies, and with it the namespace
@@ -228,8 +128,9 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     try:
         os.setsid()  # a session and process group of its own: a program's kill(0) stays inside the namespace
         os.umask(0o022)
-        join_cgroup(config)
-        build_root(config, uid, gid)
+        mounts = _load("sandbox_mounts")  # the file system part, a module of its own
+        mounts.join_cgroup(config)
+        mounts.build_root(config, WORK_DIR, uid, gid)
     except Exception as error:
         report(config, "setup_error", message=f"{type(error).__name__}: {error}")
         os._exit(SETUP_FAILED)
@@ -256,10 +157,13 @@ def _wait_all(config: dict, main: int, judge: int | None) -> None:
     pending = {main} | ({judge} if judge else set())
     try:
         while pending:
-            pid, _ = os.waitpid(-1, 0)
+            pid, status = os.waitpid(-1, 0)
             pending.discard(pid)
-            if pid == judge and main in pending:
-                os.kill(main, signal.SIGKILL)  # the cases are judged: nothing the program does now counts
+            program_ended = os.waitstatus_to_exitcode(status) == PROGRAM_ENDED
+            if pid == judge and main in pending and not program_ended:
+                # The cases are judged: nothing the program does now counts. (Had the program died, say of
+                # its CPU limit, init is left to report how, and ends at once by itself.)
+                os.kill(main, signal.SIGKILL)
     except Stop:
         for pid in pending:
             os.kill(pid, signal.SIGKILL)
@@ -322,8 +226,9 @@ def start_judge(config: dict) -> int | None:
             def report_case(index: int, passed: bool, detail: str) -> None:
                 report(config, "case", index=index, passed=passed, detail=detail)
 
-            sandbox_judge.judge(config["judge"], to_program[1], from_program[0], report_case)
+            program_ended = sandbox_judge.judge(config["judge"], to_program[1], from_program[0], report_case)
             report(config, "judged")
+            os._exit(PROGRAM_ENDED if program_ended else 0)
         except BaseException as error:  # noqa: B036 - the judge must end here, whatever happened
             try:
                 report(config, "judge_error", message=f"{type(error).__name__}: {error}"[:500])
@@ -413,7 +318,7 @@ def exec_program(config: dict, cwd: str) -> None:
             os.setpgid(0, 0)  # a process group of its own: one killpg ends it and all it forked (see run_fallback)
         os.chdir(cwd)
         if config["mode"] == "fallback":
-            join_cgroup(config)
+            _load("sandbox_mounts").join_cgroup(config)
         pipes = config.get("program_pipes")
         if pipes:
             high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in pipes]
@@ -512,10 +417,12 @@ def run_fallback(config: dict, judge: int | None) -> None:
             ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT).si_pid
             if ended == program:
                 break
-            os.waitpid(ended, 0)  # the judge, or an orphan of the program's
+            _, status = os.waitpid(ended, 0)  # the judge, or an orphan of the program's
             if ended == judge:
                 judge = None
-                os.killpg(program, signal.SIGKILL)  # the cases are judged: nothing the program does now counts
+                if os.waitstatus_to_exitcode(status) != PROGRAM_ENDED:
+                    stopped = True  # the cases are judged: nothing the program does now counts
+                    os.killpg(program, signal.SIGKILL)
     except Stop:
         stopped = True
     finally:
