@@ -1,12 +1,22 @@
 """The hostile corpus: programs a policy will sooner or later write, each run through `run_python`.
 
 For every program, observed from outside the run: this test process survives, the run returns within
-timeout + 1 s, no file outside the sandbox changes, a secret planted in our environment never shows in
-the output, no process of the run is left, and (when the network is isolated) a TCP listener that we
-open on 127.0.0.1 receives no connection.
+its wall-clock ceiling + 0.5 s, no file outside the sandbox changes, a secret planted in our environment
+never shows in the output, no process of the run is left, and (when the network is isolated) a TCP
+listener that we open on 127.0.0.1 receives no connection.
 
 Three setups: namespaces as this test's user (root in CI), namespaces as an unprivileged user (a
 laptop: the user namespace path), and the fallback without namespaces, for the guarantees it still gives.
+
+What is skipped where, and why (each skip says so when it happens):
+- every namespaces test: where the kernel refuses the sandbox's namespaces, except under CI (`CI` set),
+  where that is a failure instead (tests/support/sandbox_checks.require_namespaces);
+- the /run socket test: without write access to /run (not root);
+- the fallback as root with a uid of its own, and the unprivileged-user run: without root, or without a
+  python3 that an unprivileged uid can run (e.g. /usr/bin/python3); the latter also where the kernel
+  refuses unprivileged user namespaces (a sysctl says so).
+The attacks on the judge itself (a wrong program that tries to score) are in tests/test_humaneval.py and
+tests/test_sandbox_judge.py; the containment findings of issue 15 in tests/test_sandbox_containment.py.
 """
 
 from __future__ import annotations
