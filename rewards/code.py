@@ -1,8 +1,10 @@
 """Is this code completion correct? The code verifier and the `code_pass_rate` / `code_binary` rewards.
 
 A completion's program is the last fenced block of the language (```python ... ```), or else its last
-fenced block. It runs in the sandbox (rewards.sandbox) against the row's `tests` (rewards.code_tests:
-stdin/stdout cases or assert-style tests). Runs go through a thread pool of `max_concurrency` workers
+fenced block. It runs in the sandbox (rewards.sandbox) against the row's `tests` (rewards.code_tests):
+stdin/stdout cases, one `run_python` per case, its output compared here; or assert-style tests, one
+`run_judged` per completion, the tests run by the trusted judge outside the sandbox, the solution's
+functions called inside it with plain data (see rewards/sandbox_judge.py). Runs go through a thread pool of `max_concurrency` workers
 (default: one per core); each run is a separate, isolated process with its own hard timeout, so one
 hostile program cannot hang or slow the others beyond its own limits.
 
