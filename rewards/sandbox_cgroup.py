@@ -96,7 +96,24 @@ def _usable() -> dict[str, tuple[str, str]]:
                     _found[name] = (version, directory)
                 except OSError:
                     continue
+                _remove_stale(directory)
         return dict(_found)
+
+
+def _remove_stale(directory: str) -> None:
+    """Remove the empty groups that a caller killed mid-run left behind (their pid is gone)."""
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        parts = entry.split("-")
+        if entry.startswith("rlvr-sandbox-") and len(parts) == 4 and parts[2].isdigit():
+            if not os.path.exists(f"/proc/{parts[2]}"):
+                try:
+                    os.rmdir(os.path.join(directory, entry))
+                except OSError:
+                    pass  # still holds processes: left alone
 
 
 def available() -> dict[str, str]:

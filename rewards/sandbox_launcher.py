@@ -457,6 +457,10 @@ def main() -> None:
     # The configuration (the program, and for assert-style runs the tests) comes in a memory file, not on
     # the command line, which every user of the machine may read in /proc.
     config = _read_config(int(sys.argv[1]))
+    parent = os.getppid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the caller died (and with it the run's deadline): end the run
+    if os.getppid() != parent:
+        return
     os.set_inheritable(config["status_fd"], False)  # the program must not be able to write events
     signal.signal(signal.SIGTERM, _raise_stop)
     if config["drop_uid"]:

@@ -173,3 +173,14 @@ def test_fork_bombs_under_load_end_within_the_ceiling_and_leave_nothing():
         assert status == "timeout"
         assert survivors == [], "processes outlived the call"
         assert elapsed <= 1.0 + 0.5, f"took {elapsed:.2f} s"
+
+
+def test_every_run_removes_its_cgroups():
+    usable = sandbox_cgroup._usable()
+    if not usable:
+        pytest.skip("no cgroup hierarchy is writable here (no root, no delegation): runs use per-process limits")
+    result = run_python(FORK_BOMB, timeout_s=0.5, wall_timeout_s=0.5)
+    assert result.cgroup and result.status == "timeout"
+    prefix = f"rlvr-sandbox-{os.getpid()}-"
+    left = [entry for _, directory in usable.values() for entry in os.listdir(directory) if entry.startswith(prefix)]
+    assert left == []
