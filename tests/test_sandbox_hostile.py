@@ -276,7 +276,8 @@ for name, code in programs.items():
                                 isolation="namespaces", extra_env={{{token_variable!r}: token}})
     results[name] = [result.status, result.isolation, result.network_isolated, result.wall_s, token,
                      result.stdout[-300:], result.stderr[-300:]]
-print(json.dumps({{"uid": os.getuid(), "results": results}}))
+judged = sandbox.run_judged("def add(a, b):\\n    return a + b\\n", "", ["assert add(1, 2) == 3", "assert add(1, 1) == 3"])
+print(json.dumps({{"uid": os.getuid(), "results": results, "judged": [judged.status, judged.cases]}}))
 """
 
 
@@ -324,6 +325,7 @@ def test_an_unprivileged_user_gets_the_same_containment(world):
         assert completed.returncode == 0, completed.stderr
         report = json.loads(completed.stdout)
         assert report["uid"] == 65534
+        assert report["judged"] == ["ok", {"0": [True, ""], "1": [False, "AssertionError: "]}]
         for name, (status, isolation, network, wall_s, token, stdout, stderr) in report["results"].items():
             assert isolation == "namespaces" and network, (name, stderr)
             assert wall_s < TIMEOUT_S + 0.5, name
