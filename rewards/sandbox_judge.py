@@ -13,6 +13,10 @@ A case fails when it raises, and also when any call it made to the candidate fai
 returned something that is not plain data, or died), even if the test code caught that error: the
 proxy raises `CandidateFailed`, a BaseException that an `except Exception` in a test does not swallow.
 
+What cannot be judged this way: tests that need the solution's objects themselves (an instance of its
+class, a generator, an argument the solution was meant to change in place). Their cases fail for every
+solution; such rows belong in stdin/stdout form. All 164 HumanEval problems are plain data both ways.
+
 Standard library only, like the launcher that imports it.
 """
 
