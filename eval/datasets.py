@@ -2,6 +2,8 @@
 
     aime24, aime25, amc23, math500, gsm8k     Hub datasets, with their field maps
     synthetic:<levels>                       the embedded task's held-out split (e.g. synthetic:5, synthetic:1-8)
+    humaneval, apps:<file>, codecontests:<file>, livecodebench:<file>
+                                             code sets, scored by the code verifier (eval/code_sets.py)
     any local .json / .jsonl / .parquet file or save_to_disk folder
 
 Loading goes through data_filters.schema (the loaders every stage uses). That module and
@@ -15,6 +17,8 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+
+from eval.code_sets import STYLES, is_code_set_name, load_code_set
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +53,13 @@ _GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
 
 
 def available_eval_datasets() -> list[str]:
-    return [*sorted(REGISTRY), "synthetic:<levels>", "<path to .json/.jsonl/.parquet or a save_to_disk folder>"]
+    return [
+        *sorted(REGISTRY),
+        "synthetic:<levels>",
+        "humaneval",
+        *(f"{style}:<file>" for style in STYLES),
+        "<path to .json/.jsonl/.parquet or a save_to_disk folder>",
+    ]
 
 
 def gsm8k_final_answer(text: str | None) -> str | None:
@@ -80,6 +90,8 @@ def load_eval_dataset(
     from data_filters.synthetic import is_synthetic_name
 
     name = name.strip()
+    if is_code_set_name(name):
+        return load_code_set(name, num_rows, system_prompt, user_template)
     if is_synthetic_name(name):
         args = DataArguments(
             dataset_name=name,

@@ -1,8 +1,10 @@
 """Is this code completion correct? The code verifier and the `code_pass_rate` / `code_binary` rewards.
 
 A completion's program is the last fenced block of the language (```python ... ```), or else its last
-fenced block. It runs in the sandbox (rewards.sandbox) against the row's `tests` (rewards.code_tests:
-stdin/stdout cases or assert-style tests). Runs go through a thread pool of `max_concurrency` workers
+fenced block. It runs in the sandbox (rewards.sandbox) against the row's `tests` (rewards.code_tests):
+stdin/stdout cases, one `run_python` per case, its output compared here; or assert-style tests, one
+`run_judged` per completion, the tests run by the trusted judge outside the sandbox, the solution's
+functions called inside it with plain data (see rewards/sandbox_judge.py). Runs go through a thread pool of `max_concurrency` workers
 (default: one per core); each run is a separate, isolated process with its own hard timeout, so one
 hostile program cannot hang or slow the others beyond its own limits.
 
@@ -18,16 +20,15 @@ from __future__ import annotations
 
 import logging
 import re
-import secrets
 import threading
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rewards.code_tests import AssertTests, StdioTests, assert_program, outputs_match, parse_tests, read_assert_results
+from rewards.code_tests import AssertTests, StdioTests, outputs_match, parse_tests
 from rewards.registry import register
-from rewards.sandbox import default_concurrency, run_python
+from rewards.sandbox import default_concurrency, run_judged, run_python
 from rewards.text import completion_text
 
 logger = logging.getLogger(__name__)
@@ -144,20 +145,31 @@ def _run_stdio_case(row: _Row, index: int, options: _Options) -> None:
 
 
 def _run_assert_cases(row: _Row, options: _Options) -> None:
-    nonce = secrets.token_hex(16)
-    program = assert_program(row.code, row.tests, options.stop_on_first_failure)
-    result = run_python(program, stdin=nonce + "\n", timeout_s=options.timeout_s, memory_mb=options.memory_mb)
-    reports = read_assert_results(result.stdout, nonce)
+    tests = row.tests
+    result = run_judged(
+        row.code,
+        tests.setup,
+        tests.cases,
+        tests.names,
+        options.stop_on_first_failure,
+        timeout_s=options.timeout_s,
+        memory_mb=options.memory_mb,
+    )
+    reports = dict(result.cases)
+    if result.status != "ok":  # the program died under a limit: say which, not just that it ended
+        for index, (passed, detail) in reports.items():
+            if not passed and "the program ended" in detail:
+                reports[index] = (False, f"{result.status}: {result.reason}")
     if -1 in reports:
         for index in range(row.total):
-            row.record(index, False, f"the solution or the test setup raised {reports[-1][1]}")
+            row.record(index, False, reports[-1][1])
         return
     for index in range(row.total):
         if index in reports:
             row.record(index, *reports[index])
         elif not options.stop_on_first_failure or row.first_failure is None:
-            # Unreported and not skipped: the program died (or timed out) before this case finished.
-            detail = result.reason if result.status != "ok" else "the program ended before the case ran"
+            # Unjudged and not skipped: the run ended (a timeout, the memory limit) before this case finished.
+            detail = result.reason if result.status != "ok" else "the run ended before the case ran"
             row.record(index, False, f"{result.status}: {detail}")
 
 

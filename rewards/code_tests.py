@@ -3,14 +3,12 @@
 - stdin/stdout cases (APPS, CodeContests, LiveCodeBench): `{"inputs": [...], "outputs": [...]}` (or the
   singular `input`/`output` of CodeContests). Each case is one run of the program with the input on
   stdin; its stdout must equal the expected output up to whitespace (and, optionally, a float tolerance).
-- assert-style (HumanEval, MBPP): `{"test": "...", "entry_point": "..."}`. Top-level `assert` statements
-  are the cases and the rest of `test` is setup; a `test` that only defines `check(candidate)`
-  (HumanEval) is one case, `check(<entry_point>)`. All cases run in one process, after the solution,
-  through a small harness that reports each case on its own line.
-
-The harness tags its lines with a random nonce that it reads from stdin before the solution runs (and
-then replaces stdin by /dev/null), so a solution that prints "passed" lines, or calls `exit(0)` before
-the tests run, earns nothing: a case counts only when the harness itself reports it.
+- assert-style (HumanEval, MBPP): `{"test": "...", "entry_point": "..."}`, optionally with `prompt` (the
+  problem's own code: HumanEval's helpers, such as `poly` or `encode_cyclic`, that some checks call),
+  `test_imports` and `test_setup_code` (MBPP). Top-level `assert` statements are the cases and the rest of
+  `test` is setup; a `test` that only defines `check(candidate)` (HumanEval) is one case,
+  `check(<entry_point>)`. They run on the trusted side (rewards.sandbox.run_judged): the setup and cases
+  in the judge, the solution's functions in the sandbox, called through proxies with plain data.
 
 The dataset column `tests` may hold the dict or its JSON string.
 """
@@ -33,10 +31,12 @@ class StdioTests:
 
 @dataclass(frozen=True)
 class AssertTests:
-    """Assert-style cases: `setup` runs after the solution, then each case in the same namespace."""
+    """Assert-style cases: `setup` runs in the judge, then each case in the same namespace, where `names`
+    (the entry point) and any other undefined function that a case calls are the solution's, by proxy."""
 
     setup: str
     cases: tuple[str, ...]
+    names: tuple[str, ...] = ()
 
 
 def _as_text(value, what: str) -> str:
@@ -61,15 +61,27 @@ def _stdio_tests(spec: dict) -> StdioTests:
     )
 
 
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
 def _assert_tests(spec: dict) -> AssertTests:
-    setup_parts = [_as_text(spec.get(key) or "", key) for key in ("test_imports", "test_setup_code")]
+    setup_parts = [_as_text(spec.get(key) or "", key) for key in ("prompt", "test_imports", "test_setup_code")]
+    if not _parses(setup_parts[0]):  # a prompt in words, not code: nothing the tests can call
+        setup_parts[0] = ""
     setup = "\n".join(part for part in setup_parts if part.strip())
+    entry_point = spec.get("entry_point")
+    names = (entry_point,) if isinstance(entry_point, str) and entry_point.isidentifier() else ()
     test = spec.get("test", spec.get("test_list"))
     if isinstance(test, (list, tuple)):  # MBPP's test_list: one assert per element
         cases = tuple(case for case in test if isinstance(case, str) and case.strip())
         if not cases:
             raise ValueError("test_list holds no assert")
-        return AssertTests(setup, cases)
+        return AssertTests(setup, cases, names)
     if not isinstance(test, str) or not test.strip():
         raise ValueError("test must be a non-empty string")
     try:
@@ -82,12 +94,11 @@ def _assert_tests(spec: dict) -> AssertTests:
         (cases if isinstance(node, ast.Assert) else rest).append(segment)
     setup = "\n".join(part for part in (setup, *rest) if part.strip())
     if cases:
-        return AssertTests(setup, tuple(cases))
-    entry_point = spec.get("entry_point")
+        return AssertTests(setup, tuple(cases), names)
     defines_check = any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tree.body)
-    if defines_check and isinstance(entry_point, str) and entry_point.isidentifier():
-        return AssertTests(setup, (f"check({entry_point})",))
-    return AssertTests("", (test,))  # a test we cannot split: it passes if it runs without raising
+    if defines_check and names:
+        return AssertTests(setup, (f"check({names[0]})",), names)
+    return AssertTests("", (test,), names)  # a test we cannot split: it passes if it runs without raising
 
 
 def parse_tests(tests) -> StdioTests | AssertTests:
@@ -136,67 +147,3 @@ def outputs_match(actual: str, expected: str, float_tolerance: float | None = No
         if not all(_tokens_close(a, e, float_tolerance) for a, e in zip(actual_line, expected_line, strict=True)):
             return False
     return True
-
-
-# The harness keeps what it needs (the nonce, its output channel, repr, exec) in locals bound before the
-# solution runs, so that a solution replacing sys.stdout or builtins cannot forge a report. It imports only
-# `os`: every import is start-up time paid once per program run.
-_HARNESS = """
-import os as _os
-
-
-def _describe(error):
-    try:
-        return (type(error).__name__ + ": " + str(error))[:300]
-    except BaseException:
-        return "an exception that cannot be printed"
-
-
-def _run_tests(solution, setup, cases, stop_on_first_failure):
-    nonce = _os.read(0, 33).decode().strip()
-    _os.dup2(_os.open(_os.devnull, _os.O_RDONLY), 0)  # the solution never reads the nonce
-    channel, literal, run, compile_source = _os.fdopen(_os.dup(1), "w"), repr, exec, compile
-
-    def report(index, passed, detail=""):
-        channel.write("\\n" + nonce + " " + literal([index, passed, detail]) + "\\n")
-        channel.flush()
-
-    namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
-    try:
-        run(compile_source(solution, "solution.py", "exec"), namespace)
-        if setup:
-            run(compile_source(setup, "tests.py", "exec"), namespace)
-    except BaseException as error:
-        report(-1, False, _describe(error))
-        return
-    for index, case in enumerate(cases):
-        try:
-            run(compile_source(case, "case_" + str(index) + ".py", "exec"), namespace)
-        except BaseException as error:
-            report(index, False, _describe(error))
-            if stop_on_first_failure:
-                return
-        else:
-            report(index, True)
-"""
-
-
-def assert_program(solution: str, tests: AssertTests, stop_on_first_failure: bool) -> str:
-    """The program to run for assert-style tests: the harness, then a call with the solution and cases."""
-    call = f"_run_tests({solution!r}, {tests.setup!r}, {tests.cases!r}, {bool(stop_on_first_failure)!r})\n"
-    return _HARNESS + "\n\n" + call
-
-
-def read_assert_results(stdout: str, nonce: str) -> dict[int, tuple[bool, str]]:
-    """The harness's reports in `stdout`: case index -> (passed, detail); index -1 is the solution or setup."""
-    results: dict[int, tuple[bool, str]] = {}
-    prefix = nonce + " "
-    for line in stdout.splitlines():
-        if not line.startswith(prefix):
-            continue
-        try:
-            index, passed, detail = ast.literal_eval(line[len(prefix) :])
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        results.setdefault(int(index), (passed is True, str(detail)))
-    return results

@@ -1,26 +1,32 @@
 """Run an untrusted Python program on this machine, with nothing else installed, and always get an answer.
 
-During RL a policy will sooner or later write infinite loops, fork bombs, memory bombs, floods of output
-and code that deletes files. `run_python` runs such a program so that none of it reaches the caller:
+During RL a policy will sooner or later write infinite loops, fork bombs, memory bombs, floods of output,
+code that deletes files, and code that attacks the judge itself. Two entry points:
 
-- isolation (`isolation="namespaces"`, Linux): a private mount namespace where every mount is read-only
-  except a fresh, size-capped tmpfs working directory (and /dev/shm), and where /run, with the host
-  services' sockets, is empty (a read-only mount does not stop connect() on a socket); a pid namespace,
-  so the program sees and signals only its own processes and all of them die with the run; a network
-  namespace with no route anywhere; IPC and hostname namespaces. As root the program runs under a uid of
-  its own (so RLIMIT_NPROC holds); otherwise a user namespace gives the unprivileged caller the rights to
-  set this up. The launcher (`rewards/sandbox_launcher.py`) does the kernel work.
-- always: rlimits on address space, CPU seconds, file size, processes and open files; a wall-clock
-  timeout after which the whole process tree is killed; an environment reduced to an allowlist;
-  stdout and stderr read as they come and capped (a program that floods past the cap is stopped).
-- fallback (`isolation="fallback"`, or where the kernel refuses namespaces, e.g. a container without
-  CAP_SYS_ADMIN or a desktop that forbids unprivileged user namespaces): rlimits, a temporary directory,
-  the kill of the process group and of every descendant, and, as root, the drop to a uid of its own
-  when the interpreter is reachable for it. A one-time warning says what is not isolated.
+- `run_python(code, stdin)`: the program's stdout comes back; the caller compares it (stdin/stdout tests).
+- `run_judged(solution, setup, cases, names)`: assert-style tests. The tests run in a trusted judge
+  process outside the sandbox (rewards/sandbox_judge.py); the sandbox runs only a small server with the
+  solution, which answers calls with plain data over a pipe (rewards/sandbox_protocol.py). The judge never
+  shares a process, a uid or a file system view with the program it judges.
 
-Not used, on purpose: cgroups (they need root and a delegated hierarchy; RLIMIT_AS and RLIMIT_NPROC under
-a uid of the run's own cap memory and processes instead), seccomp (system calls stay open: the kernel's
-namespaces and permissions are the boundary), bubblewrap (one more thing to install; it would do the same).
+The sandbox (`isolation="namespaces"`, Linux; the launcher, rewards/sandbox_launcher.py, does the work):
+- a root file system built from nothing (rewards/sandbox_root.py): the interpreter, its standard library
+  and an allowlist of packages, read-only; a private size-capped tmpfs for /tmp and /dev/shm; no project
+  tree, no site-packages, no host /tmp, /work, /run, sockets or FIFOs;
+- pid, network (no route anywhere), IPC and hostname namespaces; as root, a uid of the run's own;
+  otherwise a user namespace gives the unprivileged caller the rights to set this up;
+- a cgroup per run where the host lets us make one (rewards/sandbox_cgroup.py): memory, processes and
+  cores for the run as a whole, killed as a whole and empty before the call returns; elsewhere the
+  process count times the per-process address space is kept within `memory_mb`;
+- `timeout_s` counts CPU seconds (of the whole run where a cgroup counts them, else per process), with a
+  wall-clock ceiling (`wall_timeout_s`, default twice the timeout plus a second), so a loaded machine or
+  a hostile neighbour slows a correct program without failing it; the call returns within the ceiling
+  plus half a second, with no process of the run left;
+- always: rlimits, an environment reduced to an allowlist, stdout and stderr read as they come and capped.
+- fallback (`isolation="fallback"`, or where the kernel refuses namespaces): rlimits, cgroups where
+  available, a temporary directory, the kill of every descendant, and as root a uid of its own. A
+  one-time warning says what is not isolated: the file system above all, so a program can read whatever
+  its uid may (a dataset's answers included). Training should not rely on it.
 
 `RLVR_SANDBOX_ISOLATION` (auto, namespaces, fallback) sets the default mode. Nothing here uses signals
 in the calling thread, so runs may be made from worker threads; `run_many` runs a batch with a
@@ -29,32 +35,33 @@ concurrency limit.
 
 from __future__ import annotations
 
-import ast
 import logging
-import marshal
 import os
-import selectors
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from rewards import sandbox_cgroup
+from rewards.sandbox_process import STOP_GRACE_S, classify, launch
+from rewards.sandbox_root import root_spec
 
 logger = logging.getLogger(__name__)
 
-LAUNCHER = Path(__file__).with_name("sandbox_launcher.py")
+PROTOCOL = Path(__file__).with_name("sandbox_protocol.py")  # copied into the sandbox as the call server
 ISOLATION_ENV = "RLVR_SANDBOX_ISOLATION"
 UID_BASE = 1_000_000_000  # program uids (as root) are UID_BASE + the launcher's pid: no real user has them
 MAX_OUTPUT_BYTES = 1_000_000
-STOP_GRACE_S = 0.5  # how long the launcher gets to take the process tree down before it is killed outright
-_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+# Without a memory cgroup a run may have this many processes (threads count too), each with memory_mb / this
+# of address space: together never more than memory_mb. Most programs are one process; 4 leaves room for a few.
+FALLBACK_PROCESSES = 4
+JUDGE_MEMORY_MB = 2048  # the trusted judge's address space (plain data coming back is capped at 8 MB a reply)
 
 _state_lock = threading.Lock()
 _namespaces_problem: str | None = None  # why namespaces failed on this machine, once we know
@@ -84,6 +91,9 @@ class RunResult:
     isolation: str
     output_truncated: bool = False
     reason: str = ""
+    cpu_s: float | None = None  # CPU seconds of the whole run, where a cgroup counted them
+    cases: dict[int, tuple[bool, str]] = field(default_factory=dict)  # run_judged: case -> (passed, detail)
+    cgroup: bool = False  # the run had a cgroup of its own
 
 
 def default_concurrency() -> int:
@@ -169,193 +179,73 @@ def _fallback_warning(drop_uid: bool, python: str) -> str:
     return text + "signals: a program can signal this user's other processes and escape the final kill."
 
 
-def _wait_exited(pid: int, timeout_s: float) -> bool:
-    """Wait up to `timeout_s` for `pid` to exit, without reaping it (its pid, our process group id, stays ours)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.005)
-
-
-def _read_events(data: bytes) -> dict[str, dict]:
-    """The launcher's events, one Python literal per line, by name."""
-    events = {}
-    for line in data.decode(errors="replace").splitlines():
-        try:
-            event = ast.literal_eval(line)
-            events[event.pop("event")] = event
-        except (ValueError, SyntaxError, KeyError, AttributeError, TypeError):
-            logger.warning("code sandbox: unreadable launcher event %r", line)
-    return events
-
-
-def _launch(config: dict, stdin_file, timeout_s: float, max_output_bytes: int, cwd: str) -> dict:
-    """Start the launcher, collect its output and events until it ends or the deadline passes."""
-    status_read, status_write = os.pipe()
-    config = {**config, "status_fd": status_write}
-    start = time.monotonic()
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(LAUNCHER), marshal.dumps(config).hex()],
-        stdin=stdin_file,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=config["env"],
-        start_new_session=True,  # its own process group: one killpg reaches what the fallback leaves
-        pass_fds=(status_write,),
-    )
-    os.close(status_write)
-    out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
-    streams = {out_fd: bytearray(), err_fd: bytearray(), status_read: bytearray()}
-    selector = selectors.DefaultSelector()
-    for fd in streams:
-        selector.register(fd, selectors.EVENT_READ)
-    timed_out = overflow = False
-    exited_at = None
-    try:
-        while selector.get_map():
-            now = time.monotonic()
-            if now >= start + timeout_s:
-                timed_out = True
-                break
-            for key, _ in selector.select(min(start + timeout_s - now, 0.1)):
-                data = os.read(key.fd, 65536)
-                if not data:
-                    selector.unregister(key.fd)
-                    continue
-                buffer = streams[key.fd]
-                buffer += data
-                if key.fd != status_read and len(buffer) > max_output_bytes:
-                    overflow = True
-            if overflow:
-                break
-            # The launcher ends only after every process of the run; a pipe still open after that belongs
-            # to something that escaped the fallback. Give it a moment, then stop waiting for it.
-            if exited_at is None and os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT):
-                exited_at = time.monotonic()
-            if exited_at is not None and time.monotonic() - exited_at > 0.2:
-                break
-        finished = not (timed_out or overflow)  # then the launcher is exiting, or about to
-        if not _wait_exited(process.pid, STOP_GRACE_S if finished else 0):
-            os.kill(process.pid, signal.SIGTERM)  # the launcher kills the whole tree, then exits
-            if not _wait_exited(process.pid, STOP_GRACE_S):
-                logger.warning("code sandbox: the launcher did not stop within %.1f s; killing it", STOP_GRACE_S)
-                os.killpg(process.pid, signal.SIGKILL)
-                _wait_exited(process.pid, 5.0)
-        groups = [process.pid]  # safe: the launcher is not reaped yet, so its group id is ours
-        events = _read_events(streams[status_read])
-        if "started" in events and "exit" not in events:
-            # The fallback launcher died before its program (the program, running as this user, killed it):
-            # the program's own group is still in use by it, so its id cannot have been reused.
-            groups.append(events["started"]["pid"])
-        for group in groups:
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    finally:
-        process.wait()
-        selector.close()
-        process.stdout.close()
-        process.stderr.close()
-        os.close(status_read)
+def _limits(
+    timeout_s: float, wall_timeout_s: float | None, memory_mb: int, max_processes: int, group, options: dict
+) -> dict:
+    """The numbers of one run. Without a memory cgroup, processes x address space stays within memory_mb."""
+    processes = max_processes
+    address_space = memory_mb
+    if group is None or not group.limits_memory:
+        processes = max(1, min(max_processes, FALLBACK_PROCESSES))
+        address_space = memory_mb // processes
     return {
-        "stdout": bytes(streams[out_fd][:max_output_bytes]),
-        "stderr": bytes(streams[err_fd][:max_output_bytes]),
-        "events": _read_events(streams[status_read]),
-        "timed_out": timed_out,
-        "overflow": overflow,
-        "wall_s": time.monotonic() - start,
+        "cpu_s": timeout_s,
+        "wall_s": wall_timeout_s if wall_timeout_s is not None else 2 * timeout_s + 1.0,
+        "rlimit_cpu_s": max(1, int(timeout_s + 0.999)),
+        "memory_mb": memory_mb,
+        "max_output_bytes": options["max_output_bytes"],
+        "launcher": {
+            "address_space": address_space * 1024 * 1024,
+            "cpu_s": max(1, int(timeout_s + 0.999)),
+            "file_size": options["file_size_mb"] * 1024 * 1024,
+            "nproc": processes,
+            "open_files": options["max_open_files"],
+        },
     }
 
 
-def _classify(outcome: dict, timeout_s: float, memory_mb: int, cpu_limit_s: int) -> tuple[str, str]:
-    exit_event = outcome["events"].get("exit", {})
-    returncode, cpu_s = exit_event.get("returncode"), exit_event.get("cpu_s") or 0.0
-    stderr_tail = outcome["stderr"][-2000:].decode(errors="replace")
-    if outcome["timed_out"]:
-        return "timeout", f"no result within {timeout_s:g} s"
-    if outcome["overflow"]:
-        return "error", "output past the cap; the program was stopped"
-    if returncode == 0:
-        return "ok", ""
-    if returncode == -signal.SIGXCPU or (returncode == -signal.SIGKILL and cpu_s >= cpu_limit_s - 0.05):
-        return "timeout", f"CPU time limit ({cpu_limit_s} s)"
-    if any(marker in stderr_tail for marker in _MEMORY_MARKERS):
-        return "memory", f"memory limit ({memory_mb} MB)"
-    if returncode == -signal.SIGKILL:
-        return "memory", "killed by SIGKILL (the kernel's out-of-memory killer)"
-    if returncode == -signal.SIGXFSZ:
-        return "error", "file size limit"
-    if returncode is None:
-        return "error", "the run ended without a return code (its launcher was killed)"
-    return "error", f"exit code {returncode}"
-
-
-def run_python(
-    code: str,
-    stdin: str | None = None,
-    timeout_s: float = 5.0,
-    memory_mb: int = 512,
-    *,
-    file_size_mb: int = 64,
-    disk_mb: int = 128,
-    max_processes: int = 64,
-    max_open_files: int = 256,
-    max_output_bytes: int = MAX_OUTPUT_BYTES,
-    isolation: str | None = None,
-    python: str | None = None,
-    extra_env: dict[str, str] | None = None,
-) -> RunResult:
-    """Run `code` as `python main.py` in a fresh working directory, feeding it `stdin`.
-
-    `isolation`: "auto" (namespaces where the kernel allows, else the fallback), "namespaces" (raise
-    SandboxUnavailableError if not possible) or "fallback"; None reads RLVR_SANDBOX_ISOLATION.
-    `python` is the interpreter (default: this one). `timeout_s` counts from the start of the launcher.
-    `file_size_mb` caps each file the program writes; `disk_mb` the whole working directory (and /dev/shm)
-    when isolated: it is a tmpfs, so it counts against memory, not disk.
-    """
+def _run(files: dict[str, bytes], script: str, stdin: str | None, judge: dict | None, options: dict) -> RunResult:
     global _namespaces_problem
-    requested = _requested_mode(isolation)
-    python = python or sys.executable
+    requested = _requested_mode(options["isolation"])
+    python = options["python"] or sys.executable
     mode = (
         "namespaces" if requested == "namespaces" or (requested == "auto" and not _namespaces_problem) else "fallback"
     )
+    memory_mb, max_processes = options["memory_mb"], options["max_processes"]
+    group = sandbox_cgroup.create(memory_mb * 1024 * 1024, max_processes + 2, 1.0)
+    limits = _limits(options["timeout_s"], options["wall_timeout_s"], memory_mb, max_processes, group, options)
     stdin_file = tempfile.TemporaryFile() if stdin is not None else subprocess.DEVNULL
     host_dir = tempfile.mkdtemp(prefix="rlvr-sandbox-")
     try:
         if stdin is not None:
             stdin_file.write(stdin.encode())
-        Path(host_dir, "main.py").write_text(code, encoding="utf-8")
         while True:
             drop_uid = os.geteuid() == 0 and (mode == "namespaces" or _interpreter_reachable(python))
             if mode == "fallback":
                 _warn_once(f"fallback-{drop_uid}", _fallback_warning(drop_uid, python))
             home = "/tmp/work" if mode == "namespaces" else host_dir  # the launcher's WORK_DIR
+            root = root_spec(python, tuple(options["packages"])) if mode == "namespaces" else None
             config = {
                 "mode": mode,
-                "argv": [python, "-I", "main.py"],
-                "env": _environment(home, extra_env),
+                "argv": [root["python"] if root else python, "-I", script],
+                "env": _environment(home, options["extra_env"]),
                 "host_dir": host_dir,
-                "files": ["main.py"],
+                "files": files,
+                "root": root,
                 "drop_uid": drop_uid,
                 "uid_base": UID_BASE,
-                "expose": _interpreter_paths(python),
-                "tmpfs_mb": disk_mb,
-                "limits": {
-                    "address_space": memory_mb * 1024 * 1024,
-                    "cpu_s": max(1, int(timeout_s + 0.999)),
-                    "file_size": file_size_mb * 1024 * 1024,
-                    "nproc": max_processes,
-                    "open_files": max_open_files,
+                "tmpfs_mb": options["disk_mb"],
+                "limits": limits["launcher"],
+                "judge": judge
+                and {
+                    **judge,
+                    "memory_bytes": JUDGE_MEMORY_MB * 1024 * 1024,
+                    "interpreter_reachable": drop_uid and _interpreter_reachable(sys.executable),
                 },
             }
             if stdin is not None:
                 stdin_file.seek(0)
-            outcome = _launch(config, stdin_file, timeout_s, max_output_bytes, host_dir)
+            outcome = launch(config, stdin_file, limits, group, host_dir)
             setup_error = outcome["events"].get("setup_error")
             ended_early = not (outcome["timed_out"] or outcome["overflow"]) and "isolated" not in outcome["events"]
             if mode == "namespaces" and (setup_error or ended_early):
@@ -368,10 +258,17 @@ def run_python(
                 continue
             break
     finally:
+        if group is not None:
+            group.kill(STOP_GRACE_S)
+            group.remove()
         if stdin is not None:
             stdin_file.close()
         _remove_tree(host_dir)
-    status, reason = _classify(outcome, timeout_s, memory_mb, config["limits"]["cpu_s"])
+    if "judge_error" in outcome["events"]:
+        logger.warning("code sandbox: the judge failed: %s", outcome["events"]["judge_error"].get("message"))
+    status, reason = classify(outcome, limits)
+    if "judged" in outcome["events"] and status not in ("timeout", "memory") and not outcome["overflow"]:
+        status, reason = "ok", ""  # every case has its verdict; how the program then ended does not matter
     return RunResult(
         status=status,
         stdout=outcome["stdout"].decode(errors="replace"),
@@ -382,7 +279,67 @@ def run_python(
         isolation=mode,
         output_truncated=outcome["overflow"],
         reason=reason,
+        cpu_s=outcome["cpu_s"],
+        cases=outcome["cases"],
+        cgroup=group is not None,
     )
+
+
+def _options(**options) -> dict:
+    defaults = {
+        "timeout_s": 5.0,
+        "wall_timeout_s": None,
+        "memory_mb": 512,
+        "file_size_mb": 64,
+        "disk_mb": 128,
+        "max_processes": 64,
+        "max_open_files": 256,
+        "max_output_bytes": MAX_OUTPUT_BYTES,
+        "isolation": None,
+        "python": None,
+        "extra_env": None,
+        "packages": (),
+    }
+    unknown = set(options) - set(defaults)
+    if unknown:
+        raise TypeError(f"unknown sandbox options: {sorted(unknown)}")
+    return {**defaults, **options}
+
+
+def run_python(
+    code: str, stdin: str | None = None, timeout_s: float = 5.0, memory_mb: int = 512, **options
+) -> RunResult:
+    """Run `code` as `python main.py` in a fresh working directory, feeding it `stdin`.
+
+    Options: `timeout_s` (CPU seconds), `wall_timeout_s` (the wall-clock ceiling; default 2 x timeout + 1 s),
+    `memory_mb` (the whole run), `file_size_mb` (each file), `disk_mb` (the private /tmp and /dev/shm: a tmpfs,
+    so memory), `max_processes`, `max_open_files`, `max_output_bytes`, `packages` (names of installed
+    packages the program may import, besides the standard library), `isolation` ("auto": namespaces where
+    the kernel allows, else the fallback; "namespaces": raise SandboxUnavailableError if not possible;
+    "fallback"; None reads RLVR_SANDBOX_ISOLATION), `python` (default: this interpreter), `extra_env`.
+    """
+    settings = _options(timeout_s=timeout_s, memory_mb=memory_mb, **options)
+    return _run({"main.py": code.encode()}, "main.py", stdin, None, settings)
+
+
+def run_judged(
+    solution: str,
+    setup: str,
+    cases: Sequence[str],
+    names: Sequence[str] = (),
+    stop_on_first_failure: bool = False,
+    **options,
+) -> RunResult:
+    """Judge `solution` against assert-style `cases` (after `setup`), the tests on the trusted side.
+
+    `names` are the solution's functions that the tests call (the entry point); names that the cases call
+    and the setup does not define are added. `RunResult.cases` maps each judged case to (passed, detail);
+    index -1 means the solution or the setup failed before any case. Options as for `run_python`.
+    """
+    settings = _options(**options)
+    files = {"serve.py": PROTOCOL.read_bytes(), "solution.py": solution.encode()}
+    spec = {"setup": setup, "cases": list(cases), "names": list(names), "stop_on_first_failure": stop_on_first_failure}
+    return _run(files, "serve.py", None, spec, settings)
 
 
 def _unlock(directory: str) -> None:

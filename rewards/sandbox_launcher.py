@@ -1,20 +1,26 @@
 """The process that starts an untrusted program for `rewards.sandbox` and makes sure it ends.
 
-`rewards.sandbox` runs this file as `python -I -S sandbox_launcher.py CONFIG` (a marshalled dict, in
-hex) in a new session with a reduced environment. It is a script, not a module of the package, on
-purpose: it imports only the standard library, so it starts fast and is the same whatever the caller's
-virtualenv holds. It writes one line per event to the file descriptor `status_fd`: `isolated`
-(namespaces are in place), `setup_error` (they could not be; the program never ran), `exit` (the
-program's return code).
+`rewards.sandbox` runs this file as `python -I -S sandbox_launcher.py FD`, where FD is a memory file
+holding the configuration (a marshalled dict: the program's files and, for assert-style runs, the tests;
+never on the command line, which /proc shows to every user). It is a script, not a module of the package,
+on purpose: it imports only the standard library (and its sibling files sandbox_mounts.py and, for the
+judge, sandbox_judge.py and sandbox_protocol.py, loaded by path), so it starts fast and is the same
+whatever the caller's virtualenv holds. It writes one line per event to the file descriptor `status_fd`:
+`isolated` (namespaces are in place), `setup_error` (they could not be; the program never ran), `exit`
+(the program's return code), and from the judge `case` (one verdict), `judged` (all of them),
+`judge_error`.
 
 Namespaced mode (the default where the kernel allows it):
 
-    launcher (parent's pid namespace)          unshare(mount, pid, net, ipc, uts [, user])
-      └─ init (pid 1 of the new pid namespace)  mounts: everything read-only, fresh /tmp, /dev/shm, /proc
-           └─ program (unprivileged uid)        rlimits, no_new_privs, execve(python main.py)
+    launcher (parent's pid namespace)
+      ├─ judge (forked first: the host's view, a uid of its own)   runs the tests; pipes to the program
+      └─ init (pid 1 of a new pid namespace)       joins the run's cgroups, builds a root from nothing
+           └─ program (unprivileged uid)           rlimits, no_new_privs, execve(python -I main.py|serve.py)
 
 When init exits the kernel kills every process left in its pid namespace, detached or not, and waits
-for them: nothing outlives a run. The launcher ends the run on SIGTERM by killing init.
+for them: nothing outlives a run. When the judge is done, init is killed: nothing the program does after
+its last answer counts. The launcher ends the run on SIGTERM by killing init and the judge; the caller
+also kills the run's cgroup as a whole.
 
 Fallback mode (no namespaces): the program gets a process group of its own, which one killpg ends, fork
 bomb included; the launcher becomes a child subreaper, so that descendants that left the group (setsid)
@@ -25,13 +31,12 @@ with a uid of the run's own, one kill(-1) under that uid ends them all.
 from __future__ import annotations
 
 import ctypes
-import errno
+import fcntl
 import marshal
 import os
 import resource
 import select
 import signal
-import stat
 import sys
 
 # clone(2) flags for unshare(2); each gives the program its own copy of one kind of kernel state.
@@ -41,20 +46,17 @@ CLONE_NEWIPC = 0x08000000  # System V IPC and POSIX message queues
 CLONE_NEWUSER = 0x10000000  # uids and capabilities: lets an unprivileged user do the rest
 CLONE_NEWPID = 0x20000000  # process ids: the program sees and can signal only its own processes
 CLONE_NEWNET = 0x40000000  # network: only a loopback device, down; no route anywhere
-# mount(2) flags.
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
-MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 # prctl(2) options.
 PR_SET_PDEATHSIG = 1  # a signal the kernel sends us when our parent dies
 PR_SET_CHILD_SUBREAPER = 36  # orphaned descendants are re-parented to us, not to the system's init
 PR_SET_NO_NEW_PRIVS = 38  # execve can never grant privileges again (setuid binaries, file capabilities)
 
-SANDBOX_TMP = "/tmp"  # a fresh tmpfs inside the namespaces, the program's only writable place (with /dev/shm)
-WORK_DIR = "/tmp/work"  # the program's working directory, in it: nothing there but its own files
+JUDGE_UID_OFFSET = 1 << 23  # the judge's uid (as root): above every program uid (pids stay below 2**22)
+WORK_DIR = "/tmp/work"  # in the new root: the program's working directory, on its private /tmp
 SETUP_FAILED = 125
+PROGRAM_ENDED = 3  # the judge's exit code when the program's side ended before the judge was done
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
@@ -75,11 +77,6 @@ def _call(result: int, what: str) -> None:
     if result != 0:
         code = ctypes.get_errno()
         raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    source, fstype, data = (None if value is None else os.fsencode(value) for value in (source, fstype, data))
-    _call(_libc.mount(source, os.fsencode(target), fstype, flags, data), f"mount {target}")
 
 
 def prctl(option: int, value: int) -> None:
@@ -121,126 +118,8 @@ def enter_namespaces(config: dict) -> bool:
     return network
 
 
-def _mount_points() -> list[str]:
-    points = []
-    with open("/proc/self/mountinfo") as handle:
-        for line in handle:
-            # Field 5 is the mount point, with space, tab, newline and backslash written as octal escapes.
-            raw = line.split()[4]
-            point = raw.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "surrogateescape")
-            if point not in points:
-                points.append(point)
-    return points
-
-
-def remount_all_readonly() -> None:
-    """Make every mount read-only in this mount namespace; the host's mounts are untouched.
-
-    MS_BIND with MS_REMOUNT changes the flags of this namespace's mount only, never the file system's
-    own (a plain MS_REMOUNT|MS_RDONLY would turn the host's disk read-only). Flags the kernel locks in
-    a user namespace (nodev, noexec) are kept; nosuid is added everywhere.
-    """
-    for point in _mount_points():
-        try:
-            flags = os.statvfs(point).f_flag
-            extra = MS_NOSUID | (MS_NODEV if flags & os.ST_NODEV else 0) | (MS_NOEXEC if flags & os.ST_NOEXEC else 0)
-            mount(None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | extra)
-        except OSError as error:
-            # A mount point this user cannot reach is one the program cannot reach either.
-            if error.errno in (errno.EACCES, errno.ENOENT, errno.ENOTDIR):
-                continue
-            raise SetupError(f"cannot make {point} read-only: {error}") from error
-
-
-def expose(paths: list[str]) -> None:
-    """Make `paths` (the interpreter's installation) reachable for the program's unprivileged uid.
-
-    An interpreter under /root (pyenv, conda) sits behind a directory that only root may enter. For
-    each such directory we mount an empty tmpfs over it in this namespace and bind only the needed
-    paths back: the program can run Python, and sees nothing else of that directory.
-    """
-    blocked: dict[str, list[str]] = {}
-    for path in paths:
-        current = "/"
-        for part in path.strip("/").split("/"):
-            current = os.path.join(current, part)
-            mode = os.stat(current).st_mode
-            if stat.S_ISDIR(mode) and not mode & stat.S_IXOTH:
-                blocked.setdefault(current, []).append(path)
-                break
-    for blocker, targets in blocked.items():
-        handles = [(target, os.open(target, os.O_PATH)) for target in sorted(set(targets))]
-        mount("tmpfs", blocker, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
-        for target, handle in handles:
-            os.makedirs(target, exist_ok=True)
-            mount(f"/proc/self/fd/{handle}", target, None, MS_BIND | MS_REC)
-            os.close(handle)
-
-
-def _strictly_under(path: str, directory: str) -> bool:
-    return path.startswith(directory.rstrip("/") + "/")
-
-
-def hold_paths_under(directory: str, paths: list[str]) -> list[tuple[str, int]]:
-    """O_PATH handles to those of `paths` that lie under `directory`, outermost only, taken before a fresh
-    mount there hides them: a virtualenv in a checkout under /tmp would otherwise vanish under our /tmp."""
-    held: list[tuple[str, int]] = []
-    for path in sorted(set(paths)):
-        if _strictly_under(path, directory) and os.path.isdir(path):
-            if not any(_strictly_under(path, outer) for outer, _ in held):
-                held.append((path, os.open(path, os.O_PATH)))
-    return held
-
-
-def restore_paths(held: list[tuple[str, int]]) -> None:
-    """Bind the held paths back, read-only, at their old places inside the fresh mount."""
-    for path, handle in held:
-        os.makedirs(path, exist_ok=True)  # root-owned directories the program may traverse but not change
-        mount(f"/proc/self/fd/{handle}", path, None, MS_BIND | MS_REC)
-        mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
-        os.close(handle)
-
-
-def prepare_filesystem(config: dict, files: dict[str, bytes], uid: int, gid: int) -> None:
-    mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount from here on propagates to the host
-    if config["drop_uid"]:
-        expose(config["expose"])
-    remount_all_readonly()
-    needed = [config["argv"][0], *config["expose"]]
-    for path in ("/run", "/var/run"):
-        # The sockets of the host's services (D-Bus, systemd, docker, a desktop session's /run/user) live
-        # here. A read-only mount does not stop connect() on a socket; an empty mount over them does.
-        if os.path.isdir(path) and not os.path.islink(path) and not any(p.startswith(path + "/") for p in needed):
-            mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,mode=0755")
-    owner = f"uid={uid},gid={gid}"
-    size_mb = config["tmpfs_mb"]
-    # The interpreter's installation (the folder above bin/python, and the prefixes) must stay visible.
-    roots = [os.path.dirname(os.path.dirname(os.path.abspath(config["argv"][0]))), *config["expose"]]
-    # The only writable places: a fresh /tmp (the working directory) and /dev/shm, both capped in size
-    # and inode count so that a program cannot fill memory through them.
-    held = hold_paths_under(SANDBOX_TMP, roots)
-    mount("tmpfs", SANDBOX_TMP, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},size={size_mb}m,nr_inodes=4096")
-    restore_paths(held)
-    if os.path.isdir("/dev/shm"):
-        held = hold_paths_under("/dev/shm", roots)
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},size={size_mb}m,nr_inodes=256")
-        restore_paths(held)
-    try:
-        # A /proc of the new pid namespace: the program cannot see (or read about) the host's processes.
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
-    except OSError:
-        pass  # e.g. a container that masks parts of /proc; the host's /proc stays, read-only
-    os.mkdir(WORK_DIR, 0o700)
-    os.chown(WORK_DIR, uid, gid)
-    for name, data in files.items():
-        path = os.path.join(WORK_DIR, name)
-        with open(path, "wb") as handle:
-            handle.write(data)
-        os.chown(path, uid, gid)
-
-
 def run_init(config: dict, alive: int, network: bool) -> None:
-    """pid 1 of the new pid namespace: set up the file system, start the program, reap, report."""
+    """pid 1 of the new pid namespace: join the run's cgroups, build the root, start the program, reap, report."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # if the launcher dies, init dies, and with it the namespace
     if select.select([alive], [], [], 0)[0]:  # end of file: the launcher died before the line above
         os._exit(SETUP_FAILED)
@@ -249,11 +128,9 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     try:
         os.setsid()  # a session and process group of its own: a program's kill(0) stays inside the namespace
         os.umask(0o022)
-        files = {}
-        for name in config["files"]:
-            with open(os.path.join(config["host_dir"], name), "rb") as handle:
-                files[name] = handle.read()
-        prepare_filesystem(config, files, uid, gid)
+        mounts = _load("sandbox_mounts")  # the file system part, a module of its own
+        mounts.join_cgroup(config)
+        mounts.build_root(config, WORK_DIR, uid, gid)
     except Exception as error:
         report(config, "setup_error", message=f"{type(error).__name__}: {error}")
         os._exit(SETUP_FAILED)
@@ -261,6 +138,7 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     program = os.fork()
     if program == 0:
         exec_program(config, WORK_DIR)
+    _close_program_pipes(config)
     returncode, cpu_s = None, None
     while True:  # as pid 1, init also reaps every orphan of the program
         try:
@@ -274,11 +152,34 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     os._exit(0)  # the kernel now kills whatever is left in the namespace
 
 
-def run_namespaced(config: dict) -> None:
+def _wait_all(config: dict, main: int, judge: int | None) -> None:
+    """Wait for the program's side (`main`) and the judge; the judge's verdict ends the program's side."""
+    pending = {main} | ({judge} if judge else set())
+    try:
+        while pending:
+            pid, status = os.waitpid(-1, 0)
+            pending.discard(pid)
+            program_ended = os.waitstatus_to_exitcode(status) == PROGRAM_ENDED
+            if pid == judge and main in pending and not program_ended:
+                # The cases are judged: nothing the program does now counts. (Had the program died, say of
+                # its CPU limit, init is left to report how, and ends at once by itself.)
+                os.kill(main, signal.SIGKILL)
+    except Stop:
+        for pid in pending:
+            os.kill(pid, signal.SIGKILL)
+        for pid in pending:
+            os.waitpid(pid, 0)
+        raise
+
+
+def run_namespaced(config: dict, judge: int | None) -> None:
     try:
         network = enter_namespaces(config)
     except (OSError, SetupError) as error:
         report(config, "setup_error", message=str(error))
+        if judge:
+            os.kill(judge, signal.SIGKILL)
+            os.waitpid(judge, 0)
         return
     alive_read, alive_write = os.pipe()  # init watches this for end of file: the launcher has died
     init = os.fork()
@@ -289,11 +190,73 @@ def run_namespaced(config: dict) -> None:
         finally:
             os._exit(SETUP_FAILED)
     os.close(alive_read)
-    try:
-        os.waitpid(init, 0)
-    except Stop:
-        os.kill(init, signal.SIGKILL)  # init's death takes every process of the namespace with it
-        os.waitpid(init, 0)
+    _close_program_pipes(config)
+    _wait_all(config, init, judge)  # init's death takes every process of the namespace with it
+
+
+# ---------------------------------------------------------------- the judge
+
+
+def start_judge(config: dict) -> int | None:
+    """Fork the trusted judge (assert-style runs), before any namespace: see sandbox_judge.py."""
+    if not config.get("judge"):
+        return None
+    to_program = os.pipe()
+    from_program = os.pipe()
+    config["program_pipes"] = (to_program[0], from_program[1])  # the program's fds 3 and 4
+    judge = os.fork()
+    if judge == 0:
+        try:
+            prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.close(to_program[0])
+            os.close(from_program[1])
+            sandbox_judge = _load("sandbox_protocol") and _load("sandbox_judge")  # before the uid changes
+
+            if config["drop_uid"] and config["judge"]["interpreter_reachable"]:
+                # A uid of the judge's own: neither the caller's (root) nor the program's. Where the standard
+                # library is closed to other users (pyenv under /root), the judge keeps the caller's uid.
+                os.setgroups([])
+                os.setresgid(config["judge_uid"], config["judge_uid"], config["judge_uid"])
+                os.setresuid(config["judge_uid"], config["judge_uid"], config["judge_uid"])
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            limit = config["judge"]["memory_bytes"]
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+            def report_case(index: int, passed: bool, detail: str) -> None:
+                report(config, "case", index=index, passed=passed, detail=detail)
+
+            program_ended = sandbox_judge.judge(config["judge"], to_program[1], from_program[0], report_case)
+            report(config, "judged")
+            os._exit(PROGRAM_ENDED if program_ended else 0)
+        except BaseException as error:  # noqa: B036 - the judge must end here, whatever happened
+            try:
+                report(config, "judge_error", message=f"{type(error).__name__}: {error}"[:500])
+            except BaseException:  # noqa: B036
+                pass
+        os._exit(0)
+    os.close(to_program[1])
+    os.close(from_program[0])
+    return judge
+
+
+def _load(name: str):
+    """Import a module that sits next to this file, by its path: the folder itself is not put on sys.path,
+    where the package's `math.py` and `code.py` would shadow the standard library's."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _close_program_pipes(config: dict) -> None:
+    """Once the program has its copies: the judge must see end of file when the program's side is gone."""
+    for fd in config.pop("program_pipes", ()):
+        os.close(fd)
 
 
 # ---------------------------------------------------------------- the program
@@ -354,11 +317,21 @@ def exec_program(config: dict, cwd: str) -> None:
         if config["mode"] == "fallback":
             os.setpgid(0, 0)  # a process group of its own: one killpg ends it and all it forked (see run_fallback)
         os.chdir(cwd)
+        if config["mode"] == "fallback":
+            _load("sandbox_mounts").join_cgroup(config)
+        pipes = config.get("program_pipes")
+        if pipes:
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in pipes]
+            for number, fd in zip((3, 4), high, strict=True):
+                os.dup2(fd, number, inheritable=True)
+        os.closerange(5 if pipes else 3, 1 << 16)  # nothing else of the launcher's crosses into the program
         limits = config["limits"]
         nproc = limits["nproc"]
         if not config["drop_uid"] and config["mode"] == "fallback" and os.geteuid() != 0:
             # Without a namespace the count is per user over the whole machine: allow for what already runs.
             nproc += sum(1 for _, _, uid in _processes() if uid == os.geteuid())
+        elif not config["drop_uid"] and config["mode"] == "namespaces":
+            nproc += 2  # the user namespace's count includes the launcher and init, of the same uid
         for which, value in (
             (resource.RLIMIT_AS, limits["address_space"]),  # memory, as virtual address space
             (resource.RLIMIT_CPU, limits["cpu_s"]),  # CPU seconds: SIGXCPU, then SIGKILL one second later
@@ -384,19 +357,23 @@ def exec_program(config: dict, cwd: str) -> None:
 # ---------------------------------------------------------------- fallback
 
 
-def kill_descendants() -> None:
-    """Kill and reap every descendant: as a subreaper, the orphans of the dead come back to us."""
+def kill_descendants(spare: int | None = None) -> None:
+    """Kill and reap every descendant but `spare` (the judge): as a subreaper, the orphans of the dead come back
+    to us."""
     while True:
-        for pid in [pid for pid, parent, _ in _processes() if parent == os.getpid()]:
+        children = [pid for pid, parent, _ in _processes() if parent == os.getpid() and pid != spare]
+        if not children:
+            return
+        for pid in children:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0]:
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)  # killed: it exits at once
+            except ChildProcessError:
                 pass
-        except ChildProcessError:
-            return  # no child left, not even a zombie: every descendant is gone
 
 
 def kill_uid(uid: int) -> None:
@@ -415,16 +392,20 @@ def kill_uid(uid: int) -> None:
     os.waitpid(helper, 0)
 
 
-def run_fallback(config: dict) -> None:
+def run_fallback(config: dict, judge: int | None) -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # a daemonizing grandchild comes back to us, not to the system's init
+    uid, gid = _program_ids(config)
+    for name, data in config["files"].items():
+        with open(os.path.join(config["host_dir"], name), "wb") as handle:
+            handle.write(data)
     if config["drop_uid"]:
-        uid, gid = _program_ids(config)
         for root, dirs, files in os.walk(config["host_dir"]):
             for name in [root, *(os.path.join(root, entry) for entry in dirs + files)]:
                 os.chown(name, uid, gid)
     program = os.fork()
     if program == 0:
         exec_program(config, config["host_dir"])
+    _close_program_pipes(config)
     try:
         os.setpgid(program, program)  # also here, so that the group exists before any killpg below
     except OSError:
@@ -432,7 +413,16 @@ def run_fallback(config: dict) -> None:
     report(config, "started", pid=program)
     stopped = False
     try:
-        os.waitid(os.P_PID, program, os.WEXITED | os.WNOWAIT)  # exited, not reaped: its group id stays ours
+        while True:  # exited, not reaped: the program's group id stays ours
+            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT).si_pid
+            if ended == program:
+                break
+            _, status = os.waitpid(ended, 0)  # the judge, or an orphan of the program's
+            if ended == judge:
+                judge = None
+                if os.waitstatus_to_exitcode(status) != PROGRAM_ENDED:
+                    stopped = True  # the cases are judged: nothing the program does now counts
+                    os.killpg(program, signal.SIGKILL)
     except Stop:
         stopped = True
     finally:
@@ -443,28 +433,52 @@ def run_fallback(config: dict) -> None:
         if config["drop_uid"]:
             kill_uid(config["uid"])
         _, status, usage = os.wait4(program, 0)
-        kill_descendants()
+        kill_descendants(spare=judge)
+        if judge:
+            if stopped:
+                os.kill(judge, signal.SIGKILL)
+            os.waitpid(judge, 0)
     returncode = None if stopped else os.waitstatus_to_exitcode(status)
     report(config, "exit", returncode=returncode, cpu_s=usage.ru_utime + usage.ru_stime)
 
 
+def _read_config(fd: int) -> dict:
+    size, chunks, offset = os.fstat(fd).st_size, [], 0
+    while offset < size:
+        chunks.append(os.pread(fd, size - offset, offset))
+        offset += len(chunks[-1])
+        if not chunks[-1]:
+            break
+    os.close(fd)
+    return marshal.loads(b"".join(chunks))
+
+
 def main() -> None:
-    config = marshal.loads(bytes.fromhex(sys.argv[1]))
+    # The configuration (the program, and for assert-style runs the tests) comes in a memory file, not on
+    # the command line, which every user of the machine may read in /proc.
+    config = _read_config(int(sys.argv[1]))
+    parent = os.getppid()
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the caller died (and with it the run's deadline): end the run
+    if os.getppid() != parent:
+        return
     os.set_inheritable(config["status_fd"], False)  # the program must not be able to write events
     signal.signal(signal.SIGTERM, _raise_stop)
     if config["drop_uid"]:
         # Computed here, before the pid namespace (where we would be pid 1).
         config["uid"] = _mapped_id(config["uid_base"] + os.getpid())
-        if config["uid"] is None:
+        config["judge_uid"] = _mapped_id(config["uid_base"] + JUDGE_UID_OFFSET + os.getpid())
+        if config["uid"] is None or config["judge_uid"] is None:
             if config["mode"] == "namespaces":
                 report(config, "setup_error", message="no unprivileged uid is mapped in this user namespace")
                 return
             config["drop_uid"] = False
+    judge = None
     try:
+        judge = start_judge(config)
         if config["mode"] == "namespaces":
-            run_namespaced(config)
+            run_namespaced(config, judge)
         else:
-            run_fallback(config)
+            run_fallback(config, judge)
     except Stop:
         if config["mode"] == "fallback":
             if config["drop_uid"]:

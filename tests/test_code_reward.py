@@ -205,7 +205,7 @@ def test_a_timeout_keeps_the_cases_that_finished_before_it():
 )
 def test_leaving_early_or_forging_reports_earns_nothing(hack):
     verdict = verify_code(fenced(hack), MBPP_LIKE, **FAST)
-    if "return x * x" in hack:  # closing stdout does not silence the harness: the right answer still counts
+    if "return x * x" in hack:  # closing stdout does not silence the judge: the right answer still counts
         assert verdict.all_passed
     else:
         assert verdict.passed == 0, verdict

@@ -1,12 +1,22 @@
 """The hostile corpus: programs a policy will sooner or later write, each run through `run_python`.
 
 For every program, observed from outside the run: this test process survives, the run returns within
-timeout + 1 s, no file outside the sandbox changes, a secret planted in our environment never shows in
-the output, no process of the run is left, and (when the network is isolated) a TCP listener that we
-open on 127.0.0.1 receives no connection.
+its wall-clock ceiling + 0.5 s, no file outside the sandbox changes, a secret planted in our environment
+never shows in the output, no process of the run is left, and (when the network is isolated) a TCP
+listener that we open on 127.0.0.1 receives no connection.
 
 Three setups: namespaces as this test's user (root in CI), namespaces as an unprivileged user (a
 laptop: the user namespace path), and the fallback without namespaces, for the guarantees it still gives.
+
+What is skipped where, and why (each skip says so when it happens):
+- every namespaces test: where the kernel refuses the sandbox's namespaces, except under CI (`CI` set),
+  where that is a failure instead (tests/support/sandbox_checks.require_namespaces);
+- the /run socket test: without write access to /run (not root);
+- the fallback as root with a uid of its own, and the unprivileged-user run: without root, or without a
+  python3 that an unprivileged uid can run (e.g. /usr/bin/python3); the latter also where the kernel
+  refuses unprivileged user namespaces (a sysctl says so).
+The attacks on the judge itself (a wrong program that tries to score) are in tests/test_humaneval.py and
+tests/test_sandbox_judge.py; the containment findings of issue 15 in tests/test_sandbox_containment.py.
 """
 
 from __future__ import annotations
@@ -133,10 +143,15 @@ def run_contained(name: str, world: dict, **options):
     before = snapshot(world["outside"])
     start = time.monotonic()
     result = run_python(
-        hostile_code(name, world), timeout_s=TIMEOUT_S, memory_mb=256, extra_env={TOKEN_VARIABLE: token}, **options
+        hostile_code(name, world),
+        timeout_s=TIMEOUT_S,
+        wall_timeout_s=TIMEOUT_S,
+        memory_mb=256,
+        extra_env={TOKEN_VARIABLE: token},
+        **options,
     )
     elapsed = time.monotonic() - start
-    assert elapsed < TIMEOUT_S + 1.0, f"{name} took {elapsed:.2f} s"
+    assert elapsed < TIMEOUT_S + 0.5, f"{name} took {elapsed:.2f} s"
     assert world["secret"] not in result.stdout + result.stderr
     assert processes_with_token(token) == [], f"{name} left processes behind"
     return result, before
@@ -169,8 +184,10 @@ import os, signal, subprocess, sys
 subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(9)'])
 os.kill(-1, signal.SIGKILL)
 """
-    result = run_python(code, timeout_s=TIMEOUT_S, isolation="namespaces", extra_env={TOKEN_VARIABLE: token})
-    assert result.isolation == "namespaces" and result.wall_s < TIMEOUT_S + 1.0
+    result = run_python(
+        code, timeout_s=TIMEOUT_S, wall_timeout_s=TIMEOUT_S, isolation="namespaces", extra_env={TOKEN_VARIABLE: token}
+    )
+    assert result.isolation == "namespaces" and result.wall_s < TIMEOUT_S + 0.5
     assert processes_with_token(token) == []
     assert secret_holder.poll() is None  # a bystander process of ours is untouched
 
@@ -250,16 +267,17 @@ def test_fallback_as_root_runs_programs_under_their_own_uid(world, tmp_path):
 _AS_USER = """
 import json, os, sys, uuid
 sys.path.insert(0, {module_dir!r})
-import sandbox
+from rewards import sandbox
 programs = json.loads(sys.argv[1])
 results = {{}}
 for name, code in programs.items():
     token = uuid.uuid4().hex
-    result = sandbox.run_python(code, timeout_s={timeout}, memory_mb=256, isolation="namespaces",
-                                extra_env={{{token_variable!r}: token}})
+    result = sandbox.run_python(code, timeout_s={timeout}, wall_timeout_s={timeout}, memory_mb=256,
+                                isolation="namespaces", extra_env={{{token_variable!r}: token}})
     results[name] = [result.status, result.isolation, result.network_isolated, result.wall_s, token,
                      result.stdout[-300:], result.stderr[-300:]]
-print(json.dumps({{"uid": os.getuid(), "results": results}}))
+judged = sandbox.run_judged("def add(a, b):\\n    return a + b\\n", "", ["assert add(1, 2) == 3", "assert add(1, 1) == 3"])
+print(json.dumps({{"uid": os.getuid(), "results": results, "judged": [judged.status, judged.cases]}}))
 """
 
 
@@ -282,9 +300,13 @@ def test_an_unprivileged_user_gets_the_same_containment(world):
         pytest.skip(f"this kernel refuses unprivileged user namespaces: {refused}")
     module_dir = Path(tempfile.mkdtemp(prefix="rlvr-sandbox-module-", dir=str(world["outside"].parent)))
     try:
-        for name in ("sandbox.py", "sandbox_launcher.py"):  # standard library only: importable on their own
-            shutil.copy(Path(sandbox.__file__).with_name(name), module_dir / name)
-        module_dir.chmod(0o755)
+        package = module_dir / "rewards"
+        package.mkdir()
+        (package / "__init__.py").write_text("")
+        for source in Path(sandbox.__file__).parent.glob("sandbox*.py"):  # standard library only
+            shutil.copy(source, package / source.name)
+        for path in (module_dir, package):
+            path.chmod(0o755)
         names = ["fork_bomb", "write_outside", "delete_outside", "detached_child", "connect_listener", "kill_parent"]
         programs = {name: hostile_code(name, world) for name in names}
         script = _AS_USER.format(module_dir=str(module_dir), timeout=TIMEOUT_S, token_variable=TOKEN_VARIABLE)
@@ -303,9 +325,10 @@ def test_an_unprivileged_user_gets_the_same_containment(world):
         assert completed.returncode == 0, completed.stderr
         report = json.loads(completed.stdout)
         assert report["uid"] == 65534
+        assert report["judged"] == ["ok", {"0": [True, ""], "1": [False, "AssertionError: "]}]
         for name, (status, isolation, network, wall_s, token, stdout, stderr) in report["results"].items():
             assert isolation == "namespaces" and network, (name, stderr)
-            assert wall_s < TIMEOUT_S + 1.0, name
+            assert wall_s < TIMEOUT_S + 0.5, name
             assert processes_with_token(token) == [], name
             if name in EXPECTED_STATUS:
                 assert status == EXPECTED_STATUS[name], (name, status, stdout, stderr)

@@ -27,7 +27,7 @@ REPO = HERE.parents[1]
 # docstring's first line.
 DESCRIPTIONS = {
     "rewards": "math_accuracy vs a plain math-verify loop: completions/s and worst latency",
-    "code": "code sandbox: programs/s with a concurrent batch vs one at a time",
+    "code": "code sandbox: programs/s with the sound judge of issue 15 vs the harness before it",
     "eval": "batched sampler vs one generate() per sample: completions/s",
     "grpo_overhead": "recipes/grpo.py's trainer vs bare trl.GRPOTrainer: s/step (target <= 1.05)",
     "sample_efficiency": "GRPO, Dr. GRPO, DAPO, DAPO w/o dynamic sampling: held-out pass@1 vs completions sampled",

@@ -1,0 +1,199 @@
+"""The trusted judge of assert-style tests (rewards.sandbox.run_judged) and its plain-data protocol.
+
+The codec is checked against values written out by hand; the judge against programs whose right and wrong
+answers are known, and against programs that look for the tests from inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import pytest
+
+from rewards.sandbox import run_judged
+from rewards.sandbox_protocol import NotPlainData, decode, loads, read_request, request_line, to_json
+
+# ---------------------------------------------------------------- the codec
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, "null"),
+        (True, "true"),
+        (3, "3"),
+        (-2.5, "-2.5"),
+        ("é\n", '"\\u00e9\\n"'),
+        ((1, "a"), '["T",[1,"a"]]'),
+        ([1, [2]], '["L",[1,["L",[2]]]]'),
+        ({1: (2,)}, '["D",[[1,["T",[2]]]]]'),
+        (b"\x00\xff", '["B","00ff"]'),
+        (frozenset({1}), '["F",[1]]'),
+        (1 + 2j, '["C",[1.0,2.0]]'),
+        (float("inf"), '["f","inf"]'),
+    ],
+)
+def test_values_are_written_as_tagged_json_and_read_back(value, text):
+    assert to_json(value) == text
+    back = decode(json.loads(text))
+    assert back == value and type(back) is type(value)
+
+
+def test_nan_and_sets_come_back_as_themselves():
+    assert math.isnan(decode(json.loads(to_json(float("nan")))))
+    assert decode(json.loads(to_json({3, 1, 2}))) == {1, 2, 3}
+
+
+class Always(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+@pytest.mark.parametrize(
+    "value",
+    [Always(1), object(), (x for x in ()), print, type, [[]] * 0 + [Always(2)], {"k": object()}, 10**5000],
+    ids=[
+        "int subclass",
+        "object",
+        "generator",
+        "builtin function",
+        "class",
+        "nested subclass",
+        "dict value",
+        "huge int",
+    ],
+)
+def test_anything_else_is_not_plain_data(value):
+    with pytest.raises((NotPlainData, ValueError)):
+        to_json(value)
+
+
+def test_deep_nesting_is_refused_both_ways():
+    deep = []
+    for _ in range(200):
+        deep = [deep]
+    with pytest.raises(NotPlainData):
+        to_json(deep)
+    text = '["L",[' * 200 + "]]" * 200
+    with pytest.raises(NotPlainData):
+        decode(json.loads(text))
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"[1]", b"not json", b'{"ok": ' + b"9" * 5000 + b"}", b"[" * 100000],
+    ids=["not an object", "not json", "int past the digit limit", "nesting bomb"],
+)
+def test_unreadable_messages_are_refused(line):
+    with pytest.raises(NotPlainData):
+        loads(line)
+
+
+@pytest.mark.parametrize("data", [["X", []], ["S", [["L", []]]], ["D", [[1]]], {"a": 1}, ["B", 5]])
+def test_malformed_values_are_refused(data):
+    with pytest.raises(NotPlainData):
+        decode(data)
+
+
+def test_requests_carry_arguments_as_python_literals():
+    line = request_line("f", (1, (2.5, float("inf")), {"a": {1, 2}}, b"x"), {"k": frozenset({None})})
+    name, args, kwargs = read_request(line)
+    assert (name, args, kwargs) == ("f", (1, (2.5, float("inf")), {"a": {1, 2}}, b"x"), {"k": frozenset({None})})
+    with pytest.raises(NotPlainData):
+        request_line("f", (object(),), {})
+
+
+# ---------------------------------------------------------------- the judge
+
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def test_mbpp_style_asserts_call_the_solution_by_name():
+    result = run_judged(ADD, "", ["assert add(1, 2) == 3", "assert add(2, 2) == 5", "assert add('a', 'b') == 'ab'"])
+    assert result.status == "ok"
+    assert result.cases == {0: (True, ""), 1: (False, "AssertionError: "), 2: (True, "")}
+
+
+def test_humaneval_style_check_with_a_helper_from_the_setup():
+    setup = "def helper(x):\n    return x * 10\n\ndef check(candidate):\n    assert candidate(2, 3) == helper(0) + 5\n"
+    result = run_judged(ADD, setup, ["check(add)"], ["add"])
+    assert result.cases == {0: (True, "")}
+
+
+def test_keyword_arguments_tuples_and_dicts_cross_intact():
+    solution = "def f(x, *, scale=1):\n    return {'pair': (x, x * scale), 'set': {x}}\n"
+    result = run_judged(solution, "", ["assert f(2, scale=3) == {'pair': (2, 6), 'set': {2}}"], ["f"])
+    assert result.cases == {0: (True, "")}
+
+
+def test_a_failed_call_fails_the_case_even_when_the_test_catches_it():
+    solution = "def f(x):\n    raise ValueError('no')\n"
+    case = "try:\n    f(1)\nexcept Exception:\n    pass\n"
+    result = run_judged(solution, "", [case], ["f"])
+    assert result.cases[0][0] is False and "ValueError" in result.cases[0][1]
+
+
+def test_a_solution_that_does_not_run_fails_every_case():
+    result = run_judged("def f(:\n", "", ["assert f(1) == 1"], ["f"])
+    assert result.cases == {-1: (False, result.cases[-1][1])} and "SyntaxError" in result.cases[-1][1]
+
+
+def test_stop_on_first_failure_stops():
+    result = run_judged(
+        ADD, "", ["assert add(1, 1) == 3", "assert add(1, 1) == 2"], ["add"], stop_on_first_failure=True
+    )
+    assert list(result.cases) == [0]
+
+
+def test_an_infinite_loop_in_the_candidate_is_a_timeout():
+    solution = "def f(x):\n    while True:\n        pass\n"
+    result = run_judged(solution, "", ["assert f(1) == 1"], ["f"], timeout_s=1.0)
+    assert result.status == "timeout" and result.cases.get(0, (False, ""))[0] is False
+
+
+SECRET = "expected-value-7f3a9c"
+
+
+def test_nothing_of_the_tests_exists_inside_the_sandbox():
+    # The program searches every file it can read, its memory's environment and its arguments for a marker
+    # that only the tests contain; the judge's case passes only if the marker was never found.
+    solution = """
+import os
+found = []
+marker = "expected-value-" + "7f3a9c"
+for root, dirs, files in os.walk("/"):
+    if root.startswith("/proc") or root.startswith("/sys"):
+        continue
+    for name in files:
+        try:
+            with open(os.path.join(root, name), "rb") as handle:
+                if marker.encode() in handle.read(2_000_000):
+                    found.append(os.path.join(root, name))
+        except OSError:
+            pass
+for entry in os.listdir("/proc"):
+    for part in ("cmdline", "environ"):
+        try:
+            if marker.encode() in open(f"/proc/{entry}/{part}", "rb").read():
+                found.append(entry)
+        except OSError:
+            pass
+
+def f():
+    return found
+"""
+    result = run_judged(
+        solution, f"EXPECTED = []\nUNUSED = {SECRET!r}\n", ["assert f() == EXPECTED"], ["f"], timeout_s=20
+    )
+    assert result.cases == {0: (True, "")}, result
+
+
+def test_the_judge_and_the_program_do_not_share_a_uid():
+    solution = "import os\ndef uid():\n    return os.getuid()\n"
+    setup = "import os\nJUDGE = os.getuid()\nCALLER = " + str(os.getuid()) + "\n"
+    result = run_judged(solution, setup, ["assert uid() != JUDGE and uid() != CALLER"], ["uid"])
+    assert result.cases == {0: (True, "")}
