@@ -42,13 +42,20 @@ def main() -> None:
     try:
         import logging
 
-        from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+        from latex2sympy2_extended.math_normalization import NormalizationConfig
+        from math_verify import LatexExtractionConfig, parse, verify
 
         logging.getLogger("math_verify").setLevel(logging.ERROR)  # the "timeout disabled" notice is expected here
     except Exception as error:  # report why, so the parent can say it instead of timing out
         _send({"fatal": f"cannot import math_verify: {error!r}"})
         return
-    configs = [LatexExtractionConfig(), ExprExtractionConfig()]
+    # LaTeX only, without math-verify's unit stripping: its expression fallback reads the last number of a
+    # text it cannot parse ("2" of `2007 + \\frac\\pi 2`), and its unit list eats letters ("2s" -> 2,
+    # "a + b + c" -> nothing). rewards.math_answers.tidy removes units written in words before this.
+    normalization = NormalizationConfig(
+        basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False
+    )
+    configs = [LatexExtractionConfig(normalization_config=normalization)]
     golds: dict[str, tuple[list, str | None]] = {}  # the same gold comes with every sample of a problem
 
     def parse_gold(text: str) -> tuple[list, str | None]:
