@@ -37,7 +37,7 @@ _UNBRACED_FRAC = re.compile(r"\\([dt]?frac)\s*(\\[a-zA-Z]+|[0-9a-zA-Z])\s*(\\[a-
 _TEXT_WRAPPER = re.compile(r"^\\(?:text|textbf|textrm|textnormal|mathrm|mathbf|mbox)\s*\{")
 # A trailing unit in words: "10\text{ cm}", "15\mbox{ cm}^2", "1.85\ \text{USD}", "240\text{ ways.}".
 _UNIT = re.compile(
-    r"(?:\\[ ,;!]|\s)*\\(?:text|textrm|textnormal|mbox)\s*\{\s*[A-Za-z][A-Za-z .]*\}(?:\^\{?[23]\}?)?\s*$"
+    r"(?:\\[ ,;!]|\s)*\\(?:text|textrm|textnormal|textbf|mbox)\s*\{\s*[A-Za-z][A-Za-z .]*\}(?:\^\{?[23]\}?)?\s*$"
 )
 _LEADING_RELATION = re.compile(r"^(?:\\approx|\\sim|=)(?![a-zA-Z])\s*")
 _TEXT_TOKEN = re.compile(r"\\text\s*\{([A-Za-z0-9]+)\}")
@@ -194,6 +194,15 @@ def _sqrt_parentheses(text: str) -> str:
     return "".join(out) + text[position:]
 
 
+def _strip_dollars(text: str) -> str:
+    """`$9$` -> `9`, `$$9$$` -> `9`; but "Answer $9$" keeps its dollars (they delimit the math in it)."""
+    text = text.strip()
+    inner = text.strip("$")
+    if "$" not in inner and (text.startswith("$") or text.endswith("$")):
+        return inner.strip()
+    return text
+
+
 def unwrap_text(text: str) -> str:
     """`\\text{(E)}` -> `(E)`: the content of a text wrapper around the whole (not `\\text{A5}_{11}`)."""
     wrapped = _TEXT_WRAPPER.match(text)
@@ -206,14 +215,14 @@ def tidy(text: str) -> str:
     """The form of a gold or an answer that is parsed: without dollar signs, `\\phantom` spacers, trailing
     punctuation, a unit in words, a `\\text{}` wrapper around everything; `\\sqrt(2)` and `\\frac\\pi 2`
     braced. What is left must parse as a whole, or it is not read at all."""
-    text = _LEADING_RELATION.sub("", text.strip().strip("$").strip())
+    text = _LEADING_RELATION.sub("", _strip_dollars(text))
     text = remove_phantoms(text)
     if "\\sqrt" in text:
         text = _sqrt_parentheses(text)
     if "frac" in text:
         text = _UNBRACED_FRAC.sub(lambda m: f"\\{m[1]}{{{m[2]}}}" + (m[3] if m[3] == "{" else f"{{{m[3]}}}"), text)
     for _ in range(2):
-        text = _TRAILING_PUNCTUATION.sub("", text).strip().strip("$").strip()
+        text = _strip_dollars(_TRAILING_PUNCTUATION.sub("", text))
         text = unwrap_text(text)
         unitless = _UNIT.sub("", text)
         if unitless.strip() and unitless != text:

@@ -16,6 +16,10 @@ Every disagreement must be one of our deliberate choices, recognised below from 
 | multi_box_gold  | a gold with several distinct boxes means all of them, not its last one           |
 | unparsable_gold | a gold that does not parse as math is not scored (None); math-verify falls back  |
 |                 | to comparing raw strings                                                         |
+| prose_answer    | a box holding prose ("the number is not 10 which is 1,000.99") is read as a      |
+|                 | whole, and prose is not a math answer; math-verify picks the last number of it   |
+| fragment        | math-verify reads only part of the gold or the answer ("1" of 1 - \\frac{1}{\\mathrm{e}}, |
+|                 | so 1 - 1/e "equals" 1 + 1/e); we read a gold and an answer as a whole or not at all |
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from tests.support.math_verify_cases import download_sdist, read_cases
 
 DECIMAL_COMMA = re.compile(r"(?<![0-9,])[0-9]+,[0-9]{1,2}(?![0-9,])|(?<![0-9,])0,[0-9]+(?![0-9,])")
 DOLLAR_PART = re.compile(r"\$[^$]+\$")
+PROSE_WORD = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +69,24 @@ def rounding_only(gold: str, pred: str) -> bool:
     return a != b and abs(a - b) <= Fraction(1, 10**6) * max(abs(a), abs(b), 1)
 
 
+def is_prose(pred: str) -> bool:
+    return len(PROSE_WORD.findall(DOLLAR_PART.sub("", pred))) >= 2
+
+
+def fragment_parse(gold: str, pred: str) -> bool:
+    """math-verify's own default parse of the gold or the answer reads only part of it (the text it
+    extracted is shorter than the math written): we never compare a fragment."""
+    from math_verify import parse
+
+    for side in (gold, pred):
+        parsed = parse(side)
+        written = side.strip().strip("$").strip()
+        if len(parsed) == 2 and isinstance(parsed[1], str) and len(parsed[1].strip()) < len(written) - 2:
+            if not is_prose(side) and "\\boxed" not in side:
+                return True
+    return False
+
+
 def category(case, verdict) -> str | None:
     options = case.options
     if (
@@ -84,6 +107,10 @@ def category(case, verdict) -> str | None:
         return "decimal_comma"
     if rounding_only(case.gold, case.pred):
         return "rounding"
+    if is_prose(case.pred):
+        return "prose_answer"
+    if fragment_parse(case.gold, case.pred):
+        return "fragment"
     return None
 
 
