@@ -49,9 +49,12 @@ _OR_WORDS = re.compile(r"(?<![a-zA-Z\\])(?:or|and)(?![a-zA-Z])|\\lor(?![a-zA-Z])
 _PLUS_MINUS = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[\u00b1\u2213]")
 _ASSIGNMENT = re.compile(r"^\s*[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?\s*=(?!=)\s*")
 _CHOICE = re.compile(r"^\(?([A-E])\)?$")
-_EQUALS = re.compile(r"(?<![<>!\\])=(?!=)")
+_EQUALS = re.compile(r"(?<![<>!\\])=(?!=)|\\approx(?![a-zA-Z])")
+_LONE_VARIABLE = re.compile(r"^\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?[a-zA-Z0-9]+\}?)?\s*$")
+_BASE_NUMERAL = re.compile(r"^(-?[0-9A-Z]+)(?:_\{?([0-9]+)\}?)?$")
 _COMMAND = re.compile(r"\\[a-zA-Z]+")
 _LETTER = re.compile(r"[a-zA-Z]")
+_VARIABLE = re.compile(r"[a-df-hj-zA-Z]")  # a letter that is neither e nor i
 _SPACE = re.compile(r"(?<![a-zA-Z])\s+|\s+(?![a-zA-Z])")
 MAX_STATED = 8  # more different values stated together than any single-valued answer needs
 
@@ -168,6 +171,7 @@ class _Gold:
     single: bool  # one value, not a list
     choice: str | None  # "E" for a multiple-choice gold such as "\\text{(E)}"
     sides: tuple[str, str] | None  # an equation between two constants
+    base: tuple[str, int] | None  # a numeral in a base, `1101_2`: compared digit by digit, base by base
 
 
 _GOLDS: dict[str, _Gold] = {}
@@ -186,9 +190,13 @@ def _read_gold(raw) -> _Gold:
     if text.startswith("{") and matching_braces(text).get(0) == len(text) - 1:
         text = text[1:-1]  # "{1,2,3}": LaTeX grouping around a list of values
     text = tidy(text)
+    sides = _top_sides(text)
+    if len(sides) == 2 and _LONE_VARIABLE.match(sides[0]) and "=" in text and sides[1]:
+        text = sides[1]  # "K = 8": the value 8 (an answer "K = 8" is read the same way)
     choice = _CHOICE.match(text)
+    numeral = _base_numeral(text)
     sides = None
-    parts = _EQUALS.split(text)
+    parts = _top_sides(text)
     if len(parts) == 2 and all(part.strip() and not _LETTER.search(_COMMAND.sub("", part)) for part in parts):
         sides = (parts[0].strip(), parts[1].strip())
     gold = _Gold(
@@ -197,11 +205,38 @@ def _read_gold(raw) -> _Gold:
         single=not _lists_alternatives(text),
         choice=choice.group(1) if choice else None,
         sides=sides,
+        base=numeral if numeral and numeral[1] is not None else None,
     )
     if len(_GOLDS) > _CACHE_LIMIT:
         _GOLDS.clear()
     _GOLDS[key] = gold
     return gold
+
+
+def _top_sides(text: str) -> list[str]:
+    """`text` cut at its `=` / `\\approx` signs outside brackets."""
+    sides, depth, start = [], 0, 0
+    for match in re.finditer(r"[([{]|[)\]}]|" + _EQUALS.pattern, text):
+        token = match.group()
+        if token in "([{":
+            depth += 1
+        elif token in ")]}":
+            depth -= 1
+        elif depth <= 0:
+            sides.append(text[start : match.start()])
+            start = match.end()
+    return [side.strip() for side in [*sides, text[start:]]]
+
+
+def _base_numeral(text: str) -> tuple[str, int | None] | None:
+    """("1101", 2) for `1101_2` (digits valid in that base), ("28", None) for bare digits; else None."""
+    match = _BASE_NUMERAL.match(text.replace(" ", ""))
+    if not match:
+        return None
+    digits, base = match.group(1), int(match.group(2)) if match.group(2) else None
+    if base is not None and not (2 <= base <= 36 and all(int(d, 36) < base for d in digits.lstrip("-"))):
+        return None
+    return digits, base
 
 
 def _answer_problem(answer: str, gold: _Gold) -> str | None:
@@ -221,12 +256,16 @@ def _comparisons(gold: _Gold, answer: str) -> list[tuple[str, str]]:
     """The (gold, answer) pairs that must all be equal for this answer to equal the gold."""
     answer = tidy(answer)
     if gold.sides is not None:  # 0.56 = 56\\%: both sides, against the answer's sides or the answer itself
-        parts = _EQUALS.split(answer)
+        parts = _top_sides(answer)
         given = parts if len(parts) == 2 else [answer, answer]
-        return [(gold.sides[0], given[0].strip()), (gold.sides[1], given[1].strip())]
-    if "=" not in gold.text:
-        answer = _ASSIGNMENT.sub("", answer, count=1)
-    return [(gold.text, answer)]
+        return [(gold.sides[0], given[0]), (gold.sides[1], given[1])]
+    if "=" in gold.text or "\\approx" in gold.text:
+        return [(gold.text, answer)]  # math-verify compares equations (both sides, or x = ... as its value)
+    sides = _top_sides(answer)
+    if len(sides) > 1 and _LONE_VARIABLE.match(sides[0]):
+        sides = sides[1:]  # "x = 5": the value of x
+    # Every side of "2 + 3 = 5" must be the gold: "2x - y + 2z - 18 = 0" is not an answer of 0.
+    return [(gold.text, side) for side in sides]
 
 
 def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str]:
@@ -234,9 +273,16 @@ def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str]:
     if gold.choice is not None:
         letter = _CHOICE.match(answer)
         return (letter is not None and letter.group(1) == gold.choice), "multiple-choice letter"
+    if gold.base is not None and gold_text == gold.text:
+        numeral = _base_numeral(answer)  # 12_5 is not 12_6, though math-verify drops the subscript
+        same = numeral is not None and numeral[0] == gold.base[0] and numeral[1] in (None, gold.base[1])
+        return same, "numeral in base"
     decided = exact_equal(_clean(gold_text), _clean(answer))
     if decided is not None:
         return decided, "exact number comparison"
+    numbers = [exact_value(_clean(side)) is not None for side in (gold_text, answer)]
+    if numbers[0] != numbers[1] and any(_VARIABLE.search(_COMMAND.sub("", side)) for side in (gold_text, answer)):
+        return False, "a number is not an expression in variables"  # 5 vs x + 1: no need for sympy
     if _GOLD_PARSES.get(gold_text) and _spacing(gold_text) == _spacing(answer):
         return True, "same text as a gold that math-verify reads"
     return None, ""
