@@ -389,7 +389,7 @@ def verify_batch(
     unknown = [text for text in unknown if text not in _GOLD_PARSES and exact_value(_clean(text)) is None]
     if unknown:
         for text, result in zip(unknown, _compare([(text, text) for text in unknown], timeout_s, pool), strict=True):
-            if not result.get("timeout") and "error" not in result:
+            if not result.get("timeout") and (result.get("gold_ok") is False or not result.get("error")):
                 _GOLD_PARSES[text] = result.get("gold_ok") is not False
     outcomes: dict[int, list[list]] = {}
     pending: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
@@ -398,10 +398,10 @@ def verify_batch(
         for a, check in enumerate(plan.checks):
             for c, (gold_text, answer) in enumerate(check):
                 decided, reason = _local(gold, gold_text, answer)
-                if decided is not None:
-                    outcomes[index][a][c] = (decided, reason)
-                elif _GOLD_PARSES.get(gold_text) is False:
+                if _GOLD_PARSES.get(gold_text) is False:
                     outcomes[index][a][c] = (None, "gold answer cannot be parsed as a whole")
+                elif decided is not None:
+                    outcomes[index][a][c] = (decided, reason)
                 else:
                     pending.setdefault((gold_text, answer), []).append((index, a, c))
     pairs = list(pending)
