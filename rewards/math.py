@@ -50,10 +50,14 @@ _PLUS_MINUS = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[\u00b1\u2213]")
 _ASSIGNMENT = re.compile(r"^\s*[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?\s*=(?!=)\s*")
 _CHOICE = re.compile(r"^\(?([A-E])\)?$")
 _EQUALS = re.compile(r"(?<![<>!\\])=(?!=)|\\approx(?![a-zA-Z])")
-_LONE_VARIABLE = re.compile(r"^\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?[a-zA-Z0-9]+\}?)?\s*$")
+_VAR = r"\s*(?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?[a-zA-Z0-9]+\}?)?\s*"
+_NOT_PLAIN = re.compile(r"\\\\|\$|\\[(\[]|matrix|array|\\text|\\quad|\\mbox")
+_WORDS = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
+_LONE_VARIABLE = re.compile(rf"^(?:{_VAR}|\s*\((?:{_VAR},)+{_VAR}\)\s*)$")  # x, \theta, a_1, (x, y)
 _BASE_NUMERAL = re.compile(r"^(-?[0-9A-Z]+)(?:_\{?([0-9]+)\}?)?$")
 _COMMAND = re.compile(r"\\[a-zA-Z]+")
 _LETTER = re.compile(r"[a-zA-Z]")
+_RELATION = re.compile(r"[<>=|]|\\(?:[lg]eq?|in|cup|cap|pm|mp|infty|neq|ne|\{|setminus)(?![a-zA-Z])")
 _VARIABLE = re.compile(r"[a-df-hj-zA-Z]")  # a letter that is neither e nor i
 _SPACE = re.compile(r"(?<![a-zA-Z])\s+|\s+(?![a-zA-Z])")
 MAX_STATED = 8  # more different values stated together than any single-valued answer needs
@@ -281,11 +285,42 @@ def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str]:
     if decided is not None:
         return decided, "exact number comparison"
     numbers = [exact_value(_clean(side)) is not None for side in (gold_text, answer)]
-    if numbers[0] != numbers[1] and any(_VARIABLE.search(_COMMAND.sub("", side)) for side in (gold_text, answer)):
-        return False, "a number is not an expression in variables"  # 5 vs x + 1: no need for sympy
+    if numbers[0] != numbers[1]:  # a number against something else that is plainly not a number
+        other = answer if numbers[0] else gold_text
+        if _plain(other) and _VARIABLE.search(_COMMAND.sub("", other)) and not _WORDS.search(other):
+            return False, "a number is not an expression in variables"  # 5 vs x + 1: no need for sympy
+        if _plain(other) and _items(other) > 1:
+            return False, "one value against several"  # 5 vs (8, 38)
     if _GOLD_PARSES.get(gold_text) and _spacing(gold_text) == _spacing(answer):
         return True, "same text as a gold that math-verify reads"
     return None, ""
+
+
+def _plain(text: str) -> bool:
+    """Math without relations, sets, prose, matrices or math delimiters: its shape can be read off the text."""
+    if _RELATION.search(text) or _OR_WORDS.search(text) or _NOT_PLAIN.search(text):
+        return False
+    return not _clean(text).startswith("{")
+
+
+def _items(text: str) -> int:
+    """How many values a plain answer lists: "(8, 38)" and "1, 2" are two, "(1, 2]" too, "5" is one."""
+    cleaned = _clean(text)
+    items = 1 + _flat(cleaned).count(",")
+    if items == 1 and cleaned[:1] in "([" and cleaned[-1:] in ")]" and "(" not in _flat(cleaned[1:-1]):
+        items = 1 + _flat(cleaned[1:-1]).count(",")  # one pair of brackets around a tuple or an interval
+    return items
+
+
+def _flat(text: str) -> str:
+    """The text with everything inside brackets removed (its top level)."""
+    out, depth = [], 0
+    for char in text:
+        depth += 1 if char in "([{" else 0
+        if depth == 0:
+            out.append(char)
+        depth -= 1 if char in ")]}" and depth else 0
+    return "".join(out)
 
 
 @dataclass

@@ -18,6 +18,8 @@ Every disagreement must be one of our deliberate choices, recognised below from 
 |                 | to comparing raw strings                                                         |
 | prose_answer    | a box holding prose ("the number is not 10 which is 1,000.99") is read as a      |
 |                 | whole, and prose is not a math answer; math-verify picks the last number of it   |
+| equation_chain  | every side of an answer's chain must be the value: "x = 5+5+1 = 7 = 11" has a    |
+|                 | false link, "1/3 \\approx 1.3" a wrong approximation; math-verify reads the last   |
 | fragment        | math-verify reads only part of the gold or the answer ("1" of 1 - \\frac{1}{\\mathrm{e}}, |
 |                 | so 1 - 1/e "equals" 1 + 1/e); we read a gold and an answer as a whole or not at all |
 """
@@ -69,6 +71,10 @@ def rounding_only(gold: str, pred: str) -> bool:
     return a != b and abs(a - b) <= Fraction(1, 10**6) * max(abs(a), abs(b), 1)
 
 
+def is_chain(pred: str) -> bool:
+    return len(re.findall(r"(?<![<>!\\])=|\\approx", pred)) >= 2
+
+
 def is_prose(pred: str) -> bool:
     return len(PROSE_WORD.findall(DOLLAR_PART.sub("", pred))) >= 2
 
@@ -107,6 +113,8 @@ def category(case, verdict) -> str | None:
         return "decimal_comma"
     if rounding_only(case.gold, case.pred):
         return "rounding"
+    if is_chain(case.pred):
+        return "equation_chain"
     if is_prose(case.pred):
         return "prose_answer"
     if fragment_parse(case.gold, case.pred):
@@ -131,4 +139,5 @@ def test_every_disagreement_with_math_verify_is_a_documented_choice(cases):
         f"\n{len(cases)} math-verify cases, {len(cases) - len(disagreements)} agree; deliberate differences: {dict(counts)}"
     )
     # The choices are narrow: most cases agree, and bare answers (not full texts) almost all do.
-    assert len(disagreements) <= 0.15 * len(cases)
+    # Reading golds and answers as a whole (no fragments) and chains side by side (issue 14) added about 5%.
+    assert len(disagreements) <= 0.17 * len(cases)
