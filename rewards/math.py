@@ -272,28 +272,29 @@ def _comparisons(gold: _Gold, answer: str) -> list[tuple[str, str]]:
     return [(gold.text, side) for side in sides]
 
 
-def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str]:
-    """A decision made here (exact numbers, letters, identical text), or None when math-verify must decide."""
+def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str, bool]:
+    """A decision made here without sympy, or None when math-verify must decide; the last item says whether
+    the decision holds only for a gold that math-verify reads as a whole (else the row is not scored)."""
     if gold.choice is not None:
         letter = _CHOICE.match(answer)
-        return (letter is not None and letter.group(1) == gold.choice), "multiple-choice letter"
+        return (letter is not None and letter.group(1) == gold.choice), "multiple-choice letter", False
     if gold.base is not None and gold_text == gold.text:
         numeral = _base_numeral(answer)  # 12_5 is not 12_6, though math-verify drops the subscript
         same = numeral is not None and numeral[0] == gold.base[0] and numeral[1] in (None, gold.base[1])
-        return same, "numeral in base"
+        return same, "numeral in base", False
     decided = exact_equal(_clean(gold_text), _clean(answer))
     if decided is not None:
-        return decided, "exact number comparison"
+        return decided, "exact number comparison", False
     numbers = [exact_value(_clean(side)) is not None for side in (gold_text, answer)]
     if numbers[0] != numbers[1]:  # a number against something else that is plainly not a number
         other = answer if numbers[0] else gold_text
         if _plain(other) and _VARIABLE.search(_COMMAND.sub("", other)) and not _WORDS.search(other):
-            return False, "a number is not an expression in variables"  # 5 vs x + 1: no need for sympy
+            return False, "a number is not an expression in variables", True  # 5 vs x + 1: no need for sympy
         if _plain(other) and _items(other) > 1:
-            return False, "one value against several"  # 5 vs (8, 38)
-    if _GOLD_PARSES.get(gold_text) and _spacing(gold_text) == _spacing(answer):
-        return True, "same text as a gold that math-verify reads"
-    return None, ""
+            return False, "one value against several", True  # 5 vs (8, 38)
+    if _spacing(gold_text) == _spacing(answer):
+        return True, "same text as a gold that math-verify reads", True
+    return None, "", True
 
 
 def _plain(text: str) -> bool:
@@ -419,28 +420,35 @@ def verify_batch(
             verdicts[index] = decided
         else:
             plans[index] = (decided, gold)
-    # A gold not yet known to parse is checked once (against itself) before any answer is compared by text.
-    unknown = {pair[0] for plan, _ in plans.values() for check in plan.checks for pair in check}
-    unknown = [text for text in unknown if text not in _GOLD_PARSES and exact_value(_clean(text)) is None]
-    if unknown:
-        for text, result in zip(unknown, _compare([(text, text) for text in unknown], timeout_s, pool), strict=True):
-            if not result.get("timeout") and (result.get("gold_ok") is False or not result.get("error")):
-                _GOLD_PARSES[text] = result.get("gold_ok") is not False
     outcomes: dict[int, list[list]] = {}
-    pending: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    open_items = []  # comparisons not decided yet: (index, answer number, pair number, pair, local decision)
     for index, (plan, gold) in plans.items():
         outcomes[index] = [[None] * len(check) for check in plan.checks]
         for a, check in enumerate(plan.checks):
-            for c, (gold_text, answer) in enumerate(check):
-                decided, reason = _local(gold, gold_text, answer)
-                if _GOLD_PARSES.get(gold_text) is False:
-                    outcomes[index][a][c] = (None, "gold answer cannot be parsed as a whole")
-                elif decided is not None:
+            for c, pair in enumerate(check):
+                decided, reason, needs_gold = _local(gold, *pair)
+                if decided is not None and not needs_gold:
                     outcomes[index][a][c] = (decided, reason)
                 else:
-                    pending.setdefault((gold_text, answer), []).append((index, a, c))
+                    open_items.append((index, a, c, pair, (decided, reason)))
+    # Golds not yet known to parse: one real comparison each first (an answer written as the gold if there is
+    # one, which the worker decides from the gold's parse alone); it tells whether the gold reads as a whole.
+    probes: dict[str, tuple[str, str]] = {}
+    for _, _, _, pair, _ in open_items:
+        if pair[0] not in _GOLD_PARSES and (pair[0] not in probes or pair[1] == pair[0]):
+            probes[pair[0]] = pair
+    _learn(list(probes.values()), timeout_s, pool)
+    pending: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    for index, a, c, pair, local in open_items:
+        parses = _GOLD_PARSES.get(pair[0])
+        if parses is False:
+            outcomes[index][a][c] = (None, "gold answer cannot be parsed as a whole")
+        elif parses and local[0] is not None:
+            outcomes[index][a][c] = local
+        else:
+            pending.setdefault(pair, []).append((index, a, c))
     pairs = list(pending)
-    for pair, result in zip(pairs, _compare(pairs, timeout_s, pool), strict=True):
+    for pair, result in zip(pairs, _learn(pairs, timeout_s, pool), strict=True):
         for index, a, c in pending[pair]:
             outcomes[index][a][c] = _pair_result(result, timeout_s)
     for index, (plan, _) in plans.items():
@@ -454,9 +462,20 @@ def verify_batch(
     return verdicts
 
 
+def _learn(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]:
+    """_compare, remembering for each gold whether math-verify read it as a whole."""
+    results = _compare(pairs, timeout_s, pool)
+    for pair, result in zip(pairs, results, strict=True):
+        if not result.get("timeout") and (result.get("gold_ok") is False or not result.get("error")):
+            _GOLD_PARSES[pair[0]] = result.get("gold_ok") is not False
+    return results
+
+
 def _compare(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]:
     """math-verify's results for these pairs, from the cache or the worker pool."""
     results: list[dict | None] = [None] * len(pairs)
+    if not pairs:
+        return []
     with _CACHE_LOCK:
         for position, pair in enumerate(pairs):
             results[position] = _CACHE.get(pair)
