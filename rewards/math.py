@@ -33,6 +33,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
+from rewards.approx import far_apart
 from rewards.exact import exact_equal, exact_value, normalize
 from rewards.math_answers import answer_boxes, final_group, find_boxes, matching_braces, tidy, unwrap_text
 from rewards.registry import register
@@ -292,6 +293,8 @@ def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str, 
             return False, "a number is not an expression in variables", True  # 5 vs x + 1: no need for sympy
         if _plain(other) and _items(other) > 1:
             return False, "one value against several", True  # 5 vs (8, 38)
+    if far_apart(gold_text, answer):
+        return False, "values far apart", True  # 1 vs \\sqrt{29}, 686\\pi vs 4: no need for sympy
     if _spacing(gold_text) == _spacing(answer):
         return True, "same text as a gold that math-verify reads", True
     return None, "", True

@@ -3,8 +3,11 @@ written solutions (issue 14). The snippets are taken from MATH and AIME solution
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from rewards.approx import approximate, far_apart
 from rewards.math import verify, verify_batch
 from rewards.math_answers import final_group, tidy
 
@@ -136,3 +139,35 @@ def test_tidy_removes_only_what_does_not_change_the_value():
     assert tidy("15\\mbox{ cm}^2") == "15"
     assert tidy("\\frac\\pi 2") == "\\frac{\\pi}{2}"
     assert tidy("Answer $9$") == "Answer $9$"  # dollars inside prose delimit its math
+
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("8\\sqrt{2}", 8 * 2**0.5),
+        ("\\frac{\\sqrt{5} - 1}{2}", (5**0.5 - 1) / 2),
+        ("686\\pi", 686 * math.pi),
+        ("-\\frac{\\pi}{3}", -math.pi / 3),
+        ("\\sqrt[3]{8} + 2(3)", 8.0),
+        ("\\left(3\\right)^{2} \\cdot 30^\\circ", 270.0),
+        ("x + 1", None),
+        ("\\sqrt{-1}", None),
+        ("(1, 2)", None),
+        ("2^10", None),  # LaTeX: 2^1 followed by 0, not a constant we read
+    ],
+)
+def test_approximate_values_of_constants(text, value):
+    result = approximate(text)
+    assert result == pytest.approx(value) if value is not None else result is None
+
+
+def test_far_apart_only_rejects():
+    assert far_apart("1", "\\sqrt{29}") and far_apart("686\\pi", "4")
+    assert not far_apart("\\sqrt{2}", "1.41421356")  # close: math-verify decides
+    assert not far_apart("x", "5")  # not constants: math-verify decides
+    assert verify("\\sqrt{29}", "\\boxed{1}").correct is False
+    assert verify("2\\sqrt{2}", "\\boxed{\\sqrt{8}}").correct is True  # equal values still reach math-verify
+
+
+def test_a_mixed_number_is_not_read_as_a_product():
+    assert approximate("15\\frac{39}{40}") is None
