@@ -166,9 +166,42 @@ def approximate(text: str) -> float | None:
     return value if math.isfinite(value) and abs(value) < MAX_MAGNITUDE else None
 
 
+def _elements(text: str) -> tuple[str, list[str]] | None:
+    """("()", ["1", "2"]) for `(1, 2)` / `\\left( 1, 2 \\right)`, ("", ["5"]) for `5`; None for a set or
+    anything with unbalanced or nested top-level brackets."""
+    text = _IGNORED.sub(" ", text).strip()
+    brackets = ""
+    if text[:1] in "([" and text[-1:] in ")]":
+        brackets, text = text[0] + text[-1], text[1:-1]
+    parts, depth, start = [], 0, 0
+    for position, char in enumerate(text):
+        depth += 1 if char in "([{" else -1 if char in ")]}" else 0
+        if depth < 0:
+            return None  # "(1)(2)": not one pair of brackets
+        if char == "," and depth == 0:
+            parts.append(text[start:position])
+            start = position + 1
+    parts.append(text[start:])
+    return brackets, parts
+
+
+def constant_values(text: str) -> tuple[str, list[float]] | None:
+    """The brackets and approximate values of a constant or a tuple / interval of constants, else None."""
+    if "\\{" in text or len(text) > MAX_TEXT:
+        return None
+    elements = _elements(text)
+    if elements is None:
+        return None
+    values = [approximate(part) for part in elements[1]]
+    return None if None in values else (elements[0], values)
+
+
 def far_apart(left: str, right: str) -> bool:
-    """Both sides are constants whose values differ by more than 0.1%: certainly not equal."""
-    a, b = approximate(left), approximate(right)
-    if a is None or b is None:
+    """Both sides are constants (or tuples / intervals of constants with the same brackets and length) and
+    some pair of values differs by more than 0.1%: certainly not equal."""
+    a, b = constant_values(left), constant_values(right)
+    if a is None or b is None or a[0] != b[0] or len(a[1]) != len(b[1]):
         return False
-    return abs(a - b) > 1e-3 * max(1.0, abs(a), abs(b))
+    if not a[0] and len(a[1]) > 1:
+        return False  # "1, 2" and "2, 1" may be the same set: order matters only inside brackets
+    return any(abs(x - y) > 1e-3 * max(1.0, abs(x), abs(y)) for x, y in zip(a[1], b[1], strict=True))

@@ -33,7 +33,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from rewards.approx import far_apart
+from rewards.approx import constant_values, far_apart
 from rewards.exact import exact_equal, exact_value, normalize
 from rewards.math_answers import answer_boxes, final_group, find_boxes, matching_braces, tidy, unwrap_text
 from rewards.registry import register
@@ -296,7 +296,8 @@ def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str, 
     if far_apart(gold_text, answer):
         return False, "values far apart", True  # 1 vs \\sqrt{29}, 686\\pi vs 4: no need for sympy
     if _spacing(gold_text) == _spacing(answer):
-        return True, "same text as a gold that math-verify reads", True
+        # A constant (or a tuple of constants) of approx's small grammar is read whole by any parser.
+        return True, "same text as a gold that math-verify reads", constant_values(gold_text) is None
     return None, "", True
 
 

@@ -171,3 +171,10 @@ def test_far_apart_only_rejects():
 
 def test_a_mixed_number_is_not_read_as_a_product():
     assert approximate("15\\frac{39}{40}") is None
+
+
+def test_tuples_of_constants_are_compared_element_by_element_only_when_ordered():
+    assert far_apart("(-4, -4)", "(-4, -5)") and far_apart("\\left( 1, \\sqrt{2} \\right)", "(1, 2)")
+    assert not far_apart("1, 2", "2, 1")  # may be one set: math-verify decides
+    assert not far_apart("(1, 2)", "[1, 2]")  # an open and a closed interval: math-verify decides
+    assert verify("1, 2", "\\boxed{2, 1}").correct is True
