@@ -287,18 +287,20 @@ def _local(gold: _Gold, gold_text: str, answer: str) -> tuple[bool | None, str, 
     if decided is not None:
         return decided, "exact number comparison", False
     numbers = [exact_value(_clean(side)) is not None for side in (gold_text, answer)]
+    # A number, or a constant (or a tuple of constants) of approx's small grammar, is read whole by any parser;
+    # other golds must be known to parse before a decision made here counts.
+    unknown = not numbers[0] and constant_values(gold_text) is None
     if numbers[0] != numbers[1]:  # a number against something else that is plainly not a number
         other = answer if numbers[0] else gold_text
         if _plain(other) and _VARIABLE.search(_COMMAND.sub("", other)) and not _WORDS.search(other):
-            return False, "a number is not an expression in variables", True  # 5 vs x + 1: no need for sympy
+            return False, "a number is not an expression in variables", unknown  # 5 vs x + 1: no need for sympy
         if _plain(other) and _items(other) > 1:
-            return False, "one value against several", True  # 5 vs (8, 38)
+            return False, "one value against several", unknown  # 5 vs (8, 38)
     if far_apart(gold_text, answer):
-        return False, "values far apart", True  # 1 vs \\sqrt{29}, 686\\pi vs 4: no need for sympy
+        return False, "values far apart", unknown  # 1 vs \\sqrt{29}, 686\\pi vs 4: no need for sympy
     if _spacing(gold_text) == _spacing(answer):
-        # A constant (or a tuple of constants) of approx's small grammar is read whole by any parser.
-        return True, "same text as a gold that math-verify reads", constant_values(gold_text) is None
-    return None, "", True
+        return True, "same text as a gold that math-verify reads", unknown
+    return None, "", unknown
 
 
 def _plain(text: str) -> bool:
