@@ -171,7 +171,7 @@ def _elements(text: str) -> tuple[str, list[str]] | None:
     anything with unbalanced or nested top-level brackets."""
     text = _IGNORED.sub(" ", text).strip()
     brackets = ""
-    if text[:1] in "([" and text[-1:] in ")]":
+    if len(text) > 1 and text.startswith(("(", "[")) and text.endswith((")", "]")):
         brackets, text = text[0] + text[-1], text[1:-1]
     parts, depth, start = [], 0, 0
     for position, char in enumerate(text):
@@ -187,7 +187,7 @@ def _elements(text: str) -> tuple[str, list[str]] | None:
 
 def constant_values(text: str) -> tuple[str, list[float]] | None:
     """The brackets and approximate values of a constant or a tuple / interval of constants, else None."""
-    if "\\{" in text or len(text) > MAX_TEXT:
+    if not text.strip() or "\\{" in text or len(text) > MAX_TEXT:
         return None
     elements = _elements(text)
     if elements is None:

@@ -217,7 +217,8 @@ def _items(text: str) -> int:
     """How many values a plain answer lists: "(8, 38)" and "1, 2" are two, "(1, 2]" too, "5" is one."""
     cleaned = clean(text)
     items = 1 + _flat(cleaned).count(",")
-    if items == 1 and cleaned[:1] in "([" and cleaned[-1:] in ")]" and "(" not in _flat(cleaned[1:-1]):
+    bracketed = len(cleaned) > 1 and cleaned.startswith(("(", "[")) and cleaned.endswith((")", "]"))
+    if items == 1 and bracketed and "(" not in _flat(cleaned[1:-1]):
         items = 1 + _flat(cleaned[1:-1]).count(",")  # one pair of brackets around a tuple or an interval
     return items
 

@@ -88,7 +88,7 @@ def main() -> None:
 
     # Warm up: sympy builds its caches and imports parts of itself on first use, which costs the first
     # comparisons of each kind 0.1-0.5 s; paying it here keeps it off the first training step's items.
-    for gold_text, answer_text in WARM_UP:
+    for gold_text, answer_text in WARM_UP if "--no-warm-up" not in sys.argv else []:
         try:
             verify(
                 parse_gold(gold_text)[0],

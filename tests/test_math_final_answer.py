@@ -178,3 +178,37 @@ def test_tuples_of_constants_are_compared_element_by_element_only_when_ordered()
     assert not far_apart("1, 2", "2, 1")  # may be one set: math-verify decides
     assert not far_apart("(1, 2)", "[1, 2]")  # an open and a closed interval: math-verify decides
     assert verify("1, 2", "\\boxed{2, 1}").correct is True
+
+
+EDGE_TEXTS = [
+    "",
+    " ",
+    "=",
+    "x =",
+    "= 5",
+    "(",
+    ")",
+    "()",
+    "[]",
+    ",",
+    "$",
+    "$$",
+    "\\sqrt",
+    "\\frac",
+    "^",
+    "(,)",
+    "{",
+    "}",
+]
+
+
+def test_odd_answers_and_golds_never_raise():
+    completions = [f"\\boxed{{{text}}}" for text in EDGE_TEXTS] + [
+        f"\\boxed{{{text}}} or \\boxed{{5}}" for text in EDGE_TEXTS
+    ]
+    for gold in ["5", "(1, 2)", "x + 1", "\\sqrt{2}", "=", "(", "\\frac{1}{2} = 0.5"]:
+        verdicts = verify_batch([gold] * len(completions), completions)
+        assert all(verdict.correct in (True, False, None) for verdict in verdicts)
+    for text in EDGE_TEXTS:
+        assert approximate(text) is None or isinstance(approximate(text), float)
+        assert far_apart(text, "1") in (True, False) and far_apart("(1, 2)", text) in (True, False)
