@@ -266,6 +266,8 @@ def verify_batch(
 def _learn(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]:
     """_compare, remembering for each gold whether math-verify read it as a whole."""
     results = _compare(pairs, timeout_s, pool)
+    if len(_GOLD_PARSES) > _CACHE_LIMIT:
+        _GOLD_PARSES.clear()
     for pair, result in zip(pairs, results, strict=True):
         if not result.get("timeout") and (result.get("gold_ok") is False or not result.get("error")):
             _GOLD_PARSES[pair[0]] = result.get("gold_ok") is not False
