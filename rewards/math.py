@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 MAX_ANSWER_CHARS = 1_000  # no real answer is longer; a longer one is a dump, and costs the parser dearly
 DEFAULT_TIMEOUT_S = 2.0
+STARTUP_WAIT_S = 60.0
 
 _FALLBACK = re.compile(r"(?:the final answer is|answer\s*:)", re.IGNORECASE)
 MAX_STATED = 8  # more different values stated together than any single-valued answer needs
@@ -295,6 +296,14 @@ def _compare(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]
                 if "verifier process died" not in str(result.get("error")):
                     _CACHE[pairs[position]] = result
     return results
+
+
+def start_workers(pool=None) -> None:
+    """Boot the math-verify worker processes now (a one-time cost of a second or two), e.g. before timing;
+    otherwise the first comparison that needs them starts them."""
+    from rewards.math_pool import shared_pool
+
+    (pool or shared_pool()).compare([("1", "1")], STARTUP_WAIT_S)
 
 
 def verify(
