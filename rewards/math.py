@@ -4,18 +4,27 @@ The GRPO reward, the pass-rate filter, rejection sampling and pass@k all call `v
 so a training signal and an evaluation number cannot disagree about what "correct" means.
 
 Order of decisions for one completion:
-1. extraction: the last `\\boxed{...}` / `\\fbox{...}` with balanced braces, looking only after the last
-   `</think>` (a reasoning that opens `<think>` and never closes it has no final answer); optional
-   fallbacks ("Answer: ...", "the final answer is ...") off by default;
-2. anti-hacking, each with its reason: two or more distinct boxed answers, alternatives listed when
-   the gold is one value ("3 or 4", "41, 42, 43", "\\pm 2"), an empty or absurdly long answer, and
-   look-alike (non-ASCII) digits are all incorrect. Repeating the same answer is fine;
-3. exact numbers: integers, decimals, fractions, powers and factorials compare exactly
-   (rewards.exact), in this process, with no sympy: every AIME answer takes this path;
-4. everything else goes to math-verify (gold first, bare LaTeX wrapped in `$...$`) in worker processes
-   with a hard deadline per item (rewards.math_pool), through a cache keyed on (gold, answer).
+1. extraction, after the last `</think>` (a reasoning that opens `<think>` and never closes it has no
+   final answer): the boxes that state the final answer, by rewards.math_answers' rule: the last box
+   and the boxes stated together with it; earlier boxes followed by more work are steps and do not count.
+   Optional fallbacks ("Answer: ...", "the final answer is ...") are off by default;
+2. anti-hacking, each with its reason: boxes stated together must all equal the gold *by value*, so
+   "\\boxed{3} or \\boxed{4}" scores 0 whichever is right, while "\\boxed{-b+2}, or \\boxed{2 - b}" is
+   one answer; alternatives inside one box when the gold is one value ("3 or 4", "41, 42, 43",
+   "\\pm 2"), an empty or absurdly long answer, and look-alike (non-ASCII) digits are all incorrect;
+3. local decisions, in this process and without sympy (rewards.math_compare): exact numbers (integers,
+   decimals, fractions, powers, factorials: rewards.exact; every AIME answer), multiple-choice letters,
+   numerals in a base, rejections of a number against variables, several values or a constant far from
+   it (rewards.approx), and an answer written as a gold known to parse (a gold's first real comparison
+   tells, once per gold);
+4. everything else goes to math-verify (gold first, LaTeX wrapped in `$...$`) in worker processes with a
+   hard deadline per item (rewards.math_pool), through a cache keyed on (gold, answer).
 
-A gold answer that cannot be parsed gives `correct=None` (TRL then ignores the row), never a reward.
+A gold is scored only when it parses *as a whole* once tidied (rewards.math_answers.tidy: `\\phantom`,
+trailing punctuation, a `\\text{}` wrapper, a unit in words); otherwise `correct=None` with the reason,
+never a comparison with a fragment of it (math-verify alone reads `2007 + \\frac\\pi 2` as "2").
+An equation between two constants (`0.56 = 56\\%`) is compared side by side; other equations go to
+math-verify, which compares both sides, or the right side when the left is a lone variable.
 """
 
 from __future__ import annotations
@@ -26,7 +35,16 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from rewards.exact import exact_equal, exact_value, normalize
+from rewards.math_answers import answer_boxes, final_group, find_boxes, tidy
+from rewards.math_compare import (
+    Gold,
+    answer_key,  # noqa: F401 - part of this module's interface (eval.voting groups answers with it)
+    comparisons,
+    distinct,
+    lists_alternatives,
+    local_decision,
+    read_gold,
+)
 from rewards.registry import register
 from rewards.text import column, completion_text
 
@@ -35,14 +53,10 @@ logger = logging.getLogger(__name__)
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 MAX_ANSWER_CHARS = 1_000  # no real answer is longer; a longer one is a dump, and costs the parser dearly
 DEFAULT_TIMEOUT_S = 2.0
+STARTUP_WAIT_S = 60.0
 
-_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BRACE = re.compile(r"[{}]")
 _FALLBACK = re.compile(r"(?:the final answer is|answer\s*:)", re.IGNORECASE)
-_OR_WORDS = re.compile(r"(?<![a-zA-Z\\])(?:or|and)(?![a-zA-Z])|\\lor(?![a-zA-Z])|\\vee(?![a-zA-Z])")
-_PLUS_MINUS = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[\u00b1\u2213]")
-_ASSIGNMENT = re.compile(r"^\s*[a-zA-Z](?:_\{?[a-zA-Z0-9]+\}?)?\s*=(?!=)\s*")
-_TEXT_WRAPPER = re.compile(r"^\\(?:text|mathrm|textbf|mathbf)\{(.*)\}$", re.DOTALL)
+MAX_STATED = 8  # more different values stated together than any single-valued answer needs
 
 
 @dataclass(frozen=True)
@@ -70,46 +84,10 @@ def final_segment(text: str) -> str | None:
     return None if THINK_OPEN in text else text
 
 
-def _matching_braces(text: str) -> dict[int, int]:
-    """Position of each `{` -> position of its matching `}`, in one pass (linear even for 1 MB of braces)."""
-    matches, stack = {}, []
-    for match in _BRACE.finditer(text):
-        if match.group() == "{":
-            stack.append(match.start())
-        elif stack:
-            matches[stack.pop()] = match.start()
-    return matches
-
-
 def boxed_answers(text: str) -> list[str]:
-    """Contents of the outermost `\\boxed{}` / `\\fbox{}` with balanced braces, in order.
-
-    A box nested in another counts once, as its outer box, and a box that only wraps another box is
-    unwrapped (`\\boxed{\\boxed{5}}` gives "5"). Linear in the text, whatever the nesting depth.
-    """
-    matches = None
-    found, covered_until = [], -1
-    for match in _BOX_OPEN.finditer(text):
-        if match.start() < covered_until:
-            continue  # inside the previous box
-        if matches is None:
-            matches = _matching_braces(text)
-        close = matches.get(match.end() - 1)
-        if close is None:
-            continue  # unbalanced: not an answer
-        covered_until = close
-        start, end = match.end(), close
-        while True:  # unwrap \\boxed{\\boxed{...}}, using the positions already matched
-            first = start
-            while first < end and text[first].isspace():
-                first += 1
-            inner = _BOX_OPEN.match(text, first, end)
-            inner_close = matches.get(inner.end() - 1) if inner else None
-            if inner_close is None or text[inner_close + 1 : end].strip():
-                break
-            start, end = inner.end(), inner_close
-        found.append(text[start:end].strip())
-    return found
+    """Contents of the outermost `\\boxed{}` / `\\fbox{}` / `\\framebox{}` with balanced braces, in order
+    (a box nested in another counts once, as its outer box; `\\boxed{\\boxed{5}}` gives "5")."""
+    return [box.content for box in find_boxes(text)]
 
 
 def _fallback_answer(segment: str) -> str | None:
@@ -122,115 +100,67 @@ def _fallback_answer(segment: str) -> str | None:
 
 
 def extract_answer(text: str | None, fallbacks: bool = False) -> str | None:
-    """The final answer of a completion, or None. With `fallbacks`, "Answer: X" / "the final answer is X"
-    count when there is no box."""
+    """The final answer of a completion (its last box), or None. With `fallbacks`, "Answer: X" /
+    "the final answer is X" count when there is no box."""
     if not text:
         return None
     segment = final_segment(text)
     if segment is None:
         return None
-    boxed = boxed_answers(segment)
+    boxed = answer_boxes(segment)
     if boxed:
-        return boxed[-1] or None
+        return boxed[-1].content or None
     return _fallback_answer(segment) if fallbacks else None
 
 
-# ---------------------------------------------------------------- anti-hacking
+def _answer_problem(answer: str, gold: Gold) -> str | None:
+    """Why this answer is incorrect before any comparison, or None."""
+    if not answer:
+        return "empty answer"
+    if len(answer) > MAX_ANSWER_CHARS:
+        return f"answer longer than {MAX_ANSWER_CHARS} characters"
+    if any(char.isdecimal() and not char.isascii() for char in answer):  # "４２", "٤٢"; not "m²"
+        return "non-ASCII (look-alike) digits"
+    if gold.single and lists_alternatives(answer):
+        return "lists alternatives for a single-valued answer"
+    return None
 
 
-def _clean(answer: str) -> str:
-    """A canonical spelling used to tell repeated answers from distinct ones and to parse exact numbers."""
-    answer = normalize(answer)
-    wrapped = _TEXT_WRAPPER.match(answer)
-    return wrapped.group(1) if wrapped else answer
+@dataclass
+class _Plan:
+    """What remains to decide one completion: its answers (stated together), each a list of pairs."""
+
+    shown: str
+    checks: list[list[tuple[str, str]]]
 
 
-def _top_level_separators(text: str) -> bool:
-    """A comma or semicolon outside any brackets in a `_clean`ed answer (whose thousands commas are gone)."""
-    depth = 0
-    for char in text:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char in ",;" and depth <= 0:
-            return True
-    return False
-
-
-def _lists_alternatives(answer: str) -> bool:
-    """Several values: "3 or 4", "41, 42, 43", "\\pm 2" (but "11,\\! 111" is one number)."""
-    if _OR_WORDS.search(answer) or _PLUS_MINUS.search(answer):  # on the raw text: spaces delimit "or"
-        return True
-    return _top_level_separators(_clean(answer))
-
-
-def _is_single_value(gold: str) -> bool:
-    return not _lists_alternatives(gold)
-
-
-def answer_key(answer: str):
-    """Equal keys for spellings of the same answer: the exact value of a number, else the canonical text."""
-    cleaned = _clean(answer)
-    value = exact_value(cleaned)
-    return ("number", value) if value is not None else ("text", cleaned)
-
-
-def _distinct(answers: list[str]) -> list[str]:
-    """The answers without repeats (in order of first appearance); linear in their number."""
-    seen: dict = {}
-    for answer in answers:
-        seen.setdefault(answer_key(answer), answer)
-    return list(seen.values())
-
-
-def _clean_gold(gold: str) -> str:
-    """The answer part of a gold string: the content of its boxes when it has any (a worked solution
-    ending in \\boxed{...}), the text itself otherwise."""
-    gold = gold.strip()
-    distinct = _distinct(boxed_answers(gold))
-    if distinct:
-        gold = ", ".join(distinct)
-    gold = gold.strip().strip("$").strip()
-    if gold.startswith("{") and _matching_braces(gold).get(0) == len(gold) - 1:
-        gold = gold[1:-1]  # "{1,2,3}": LaTeX grouping around a list of values
-    return gold
-
-
-def _precheck(gold, completion: str, fallbacks: bool):
-    """A Verdict when the completion is decided without math-verify, else the (gold, answer) pair to compare."""
-    if gold is None or not str(gold).strip():
-        return Verdict(None, None, "gold answer is empty")
-    gold = _clean_gold(str(gold))
+def _precheck(gold: Gold, completion: str, fallbacks: bool):
+    """A Verdict when the completion is decided before any comparison, else a _Plan."""
+    if gold.unscorable:
+        return Verdict(None, None, gold.unscorable)
     segment = final_segment(completion) if completion else None
     if segment is None:
         reason = "empty completion" if not completion else "reasoning never closed with </think>"
         return Verdict(False, None, reason)
-    boxed = boxed_answers(segment)
-    if boxed:
-        distinct = _distinct(boxed)
-        if len(distinct) > 1 and _is_single_value(gold):
-            return Verdict(False, boxed[-1], "two or more distinct boxed answers")
+    boxes = answer_boxes(segment)
+    if boxes:
+        stated = [tidy(answer.replace("\\$", "")) for answer in final_group(segment, boxes)]
+        different = distinct(stated)
+        if gold.single and len(different) > MAX_STATED:
+            return Verdict(False, stated[-1], "two or more distinct boxed answers stated together")
         # A gold that lists several values may be answered one box per value: compare them as a list.
-        answer = ", ".join(distinct)
+        answers = different if gold.single else [", ".join(different)]
     else:
         answer = _fallback_answer(segment) if fallbacks else None
         if answer is None:
-            return Verdict(False, None, "no boxed answer")
-    answer = answer.replace("\\$", "").strip()  # currency: \\$16,386.17 is 16386.17
-    if not answer:
-        return Verdict(False, answer, "empty answer")
-    if len(answer) > MAX_ANSWER_CHARS:
-        return Verdict(False, answer[:100] + "...", f"answer longer than {MAX_ANSWER_CHARS} characters")
-    if any(char.isdecimal() and not char.isascii() for char in answer):  # "４２", "٤٢"; not "m²"
-        return Verdict(False, answer, "non-ASCII (look-alike) digits")
-    if _is_single_value(gold) and _lists_alternatives(answer):
-        return Verdict(False, answer, "lists alternatives for a single-valued answer")
-    comparable = answer if "=" in gold else _ASSIGNMENT.sub("", answer, count=1)
-    decided = exact_equal(_clean(gold), _clean(comparable))
-    if decided is not None:
-        return Verdict(decided, answer, "exact number comparison")
-    return gold, answer
+            empty = find_boxes(segment)  # only blank or phantom boxes
+            return Verdict(False, empty[-1].content if empty else None, "empty answer" if empty else "no boxed answer")
+        answers = [tidy(answer.replace("\\$", ""))]
+    for answer in answers:
+        problem = _answer_problem(answer, gold)
+        if problem:
+            return Verdict(False, answer[:100] + ("..." if len(answer) > 100 else ""), problem)
+    return _Plan(answers[-1], [comparisons(gold, answer) for answer in answers])
 
 
 # ---------------------------------------------------------------- verification
@@ -239,19 +169,36 @@ def _precheck(gold, completion: str, fallbacks: bool):
 _CACHE: dict[tuple[str, str], dict] = {}
 _CACHE_LIMIT = 200_000
 _CACHE_LOCK = threading.Lock()
+_GOLD_PARSES: dict[str, bool] = {}  # tidied gold -> whether math-verify reads it as a whole
 _WARNED_GOLDS: set[str] = set()
 
 
-def _verdict_from(result: dict, answer: str, timeout_s: float) -> Verdict:
+def _pair_result(result: dict, timeout_s: float) -> tuple[bool | None, str]:
     if result.get("timeout"):
-        return Verdict(False, answer, f"verification overran {timeout_s:g} s")
+        return False, f"verification overran {timeout_s:g} s"
     if result.get("gold_ok") is False:
-        return Verdict(None, answer, "gold answer cannot be parsed")
+        return None, "gold answer cannot be parsed as a whole"
     if result.get("error"):
-        return Verdict(False, answer, f"verifier error: {result['error']}")
+        return False, f"verifier error: {result['error']}"
     if not result.get("answer_ok", True):
-        return Verdict(False, answer, "answer cannot be parsed")
-    return Verdict(bool(result.get("equal")), answer, "math-verify")
+        return False, "answer cannot be parsed"
+    return bool(result.get("equal")), "math-verify"
+
+
+def _combine(plan: _Plan, outcomes: list[list[tuple[bool | None, str]]]) -> Verdict:
+    """All answers stated together must equal the gold; a gold that cannot be read scores nothing."""
+    flat = [outcome for answer in outcomes for outcome in answer]
+    unscorable = [reason for correct, reason in flat if correct is None]
+    if unscorable:
+        return Verdict(None, plan.shown, unscorable[0])
+    last = outcomes[-1]
+    failed = [reason for correct, reason in last if not correct]
+    if failed:
+        return Verdict(False, plan.shown, failed[0])
+    if any(not correct for answer in outcomes[:-1] for correct, _ in answer):
+        return Verdict(False, plan.shown, "two or more distinct boxed answers stated together")
+    reasons = sorted({reason for _, reason in flat})
+    return Verdict(True, plan.shown, " + ".join(reasons))
 
 
 def verify_batch(
@@ -262,37 +209,52 @@ def verify_batch(
     fallbacks: bool = False,
     pool=None,
 ) -> list[Verdict]:
-    """Verdicts for many completions; the ones math-verify must decide run in parallel in the worker pool."""
+    """Verdicts for many completions; the comparisons math-verify must decide run in parallel in the pool."""
     if len(golds) != len(completions):
         raise ValueError(f"{len(golds)} gold answers for {len(completions)} completions")
     ids = ids if ids is not None else [None] * len(golds)
     verdicts: list[Verdict | None] = [None] * len(golds)
-    pending: dict[tuple[str, str], list[int]] = {}
-    for index, (gold, completion) in enumerate(zip(golds, completions, strict=True)):
+    plans: dict[int, tuple[_Plan, Gold]] = {}
+    for index, (raw, completion) in enumerate(zip(golds, completions, strict=True)):
+        gold = read_gold(raw)
         decided = _precheck(gold, completion if isinstance(completion, str) else "", fallbacks)
         if isinstance(decided, Verdict):
             verdicts[index] = decided
-            continue
-        with _CACHE_LOCK:
-            cached = _CACHE.get(decided)
-        if cached is not None:
-            verdicts[index] = _verdict_from(cached, decided[1], timeout_s)
         else:
-            pending.setdefault(decided, []).append(index)
-    if pending:
-        from rewards.math_pool import shared_pool
-
-        pairs = list(pending)
-        results = (pool or shared_pool()).compare(pairs, timeout_s)
-        with _CACHE_LOCK:
-            if len(_CACHE) > _CACHE_LIMIT:
-                _CACHE.clear()
-            for pair, result in zip(pairs, results, strict=True):
-                if "verifier process died" not in str(result.get("error")):
-                    _CACHE[pair] = result
-        for pair, result in zip(pairs, results, strict=True):
-            for index in pending[pair]:
-                verdicts[index] = _verdict_from(result, pair[1], timeout_s)
+            plans[index] = (decided, gold)
+    outcomes: dict[int, list[list]] = {}
+    open_items = []  # comparisons not decided yet: (index, answer number, pair number, pair, local decision)
+    for index, (plan, gold) in plans.items():
+        outcomes[index] = [[None] * len(check) for check in plan.checks]
+        for a, check in enumerate(plan.checks):
+            for c, pair in enumerate(check):
+                decided, reason, needs_gold = local_decision(gold, *pair)
+                if decided is not None and not needs_gold:
+                    outcomes[index][a][c] = (decided, reason)
+                else:
+                    open_items.append((index, a, c, pair, (decided, reason)))
+    # Golds not yet known to parse: one real comparison each first (an answer written as the gold if there is
+    # one, which the worker decides from the gold's parse alone); it tells whether the gold reads as a whole.
+    probes: dict[str, tuple[str, str]] = {}
+    for _, _, _, pair, _ in open_items:
+        if pair[0] not in _GOLD_PARSES and (pair[0] not in probes or pair[1] == pair[0]):
+            probes[pair[0]] = pair
+    _learn(list(probes.values()), timeout_s, pool)
+    pending: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    for index, a, c, pair, local in open_items:
+        parses = _GOLD_PARSES.get(pair[0])
+        if parses is False:
+            outcomes[index][a][c] = (None, "gold answer cannot be parsed as a whole")
+        elif parses and local[0] is not None:
+            outcomes[index][a][c] = local
+        else:
+            pending.setdefault(pair, []).append((index, a, c))
+    pairs = list(pending)
+    for pair, result in zip(pairs, _learn(pairs, timeout_s, pool), strict=True):
+        for index, a, c in pending[pair]:
+            outcomes[index][a][c] = _pair_result(result, timeout_s)
+    for index, (plan, _) in plans.items():
+        verdicts[index] = _combine(plan, outcomes[index])
     for index, verdict in enumerate(verdicts):
         if verdict.correct is None:
             key = f"row {ids[index]}" if ids[index] is not None else f"gold {golds[index]!r}"
@@ -300,6 +262,48 @@ def verify_batch(
                 _WARNED_GOLDS.add(key)
                 logger.warning("%s: %s (gold %r); it is not scored", key, verdict.reason, golds[index])
     return verdicts
+
+
+def _learn(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]:
+    """_compare, remembering for each gold whether math-verify read it as a whole."""
+    results = _compare(pairs, timeout_s, pool)
+    if len(_GOLD_PARSES) > _CACHE_LIMIT:
+        _GOLD_PARSES.clear()
+    for pair, result in zip(pairs, results, strict=True):
+        if not result.get("timeout") and (result.get("gold_ok") is False or not result.get("error")):
+            _GOLD_PARSES[pair[0]] = result.get("gold_ok") is not False
+    return results
+
+
+def _compare(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]:
+    """math-verify's results for these pairs, from the cache or the worker pool."""
+    results: list[dict | None] = [None] * len(pairs)
+    if not pairs:
+        return []
+    with _CACHE_LOCK:
+        for position, pair in enumerate(pairs):
+            results[position] = _CACHE.get(pair)
+    missing = [position for position, result in enumerate(results) if result is None]
+    if missing:
+        from rewards.math_pool import shared_pool
+
+        fresh = (pool or shared_pool()).compare([pairs[position] for position in missing], timeout_s)
+        with _CACHE_LOCK:
+            if len(_CACHE) > _CACHE_LIMIT:
+                _CACHE.clear()
+            for position, result in zip(missing, fresh, strict=True):
+                results[position] = result
+                if "verifier process died" not in str(result.get("error")):
+                    _CACHE[pairs[position]] = result
+    return results
+
+
+def start_workers(pool=None) -> None:
+    """Boot the math-verify worker processes now (a one-time cost of a second or two), e.g. before timing;
+    otherwise the first comparison that needs them starts them."""
+    from rewards.math_pool import shared_pool
+
+    (pool or shared_pool()).compare([("1", "1")], STARTUP_WAIT_S)
 
 
 def verify(

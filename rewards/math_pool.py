@@ -31,12 +31,14 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 
 
 class _Worker:
-    def __init__(self):
+    def __init__(self, warm_up: bool = True):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
         env.setdefault("OMP_NUM_THREADS", "1")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "rewards.math_worker"],
+            # A replacement for a killed worker skips the warm-up: it boots sooner, so the items waiting for
+            # it keep the latency bound (a power tower costs its item the timeout, not also a long boot).
+            [sys.executable, "-m", "rewards.math_worker", *([] if warm_up else ["--no-warm-up"])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -105,7 +107,7 @@ class MathVerifyPool:
     def _replace(self, worker: _Worker) -> None:
         worker.kill()
         self._workers.remove(worker)
-        self._workers.append(_Worker())
+        self._workers.append(_Worker(warm_up=False))
 
     def compare(self, pairs: list[tuple[str, str]], timeout_s: float) -> list[dict]:
         """One result per pair: {"gold_ok", "equal", ...}, or {"timeout": True}, or {"error": ...}."""

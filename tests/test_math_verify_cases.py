@@ -16,6 +16,12 @@ Every disagreement must be one of our deliberate choices, recognised below from 
 | multi_box_gold  | a gold with several distinct boxes means all of them, not its last one           |
 | unparsable_gold | a gold that does not parse as math is not scored (None); math-verify falls back  |
 |                 | to comparing raw strings                                                         |
+| prose_answer    | a box holding prose ("the number is not 10 which is 1,000.99") is read as a      |
+|                 | whole, and prose is not a math answer; math-verify picks the last number of it   |
+| equation_chain  | every side of an answer's chain must be the value: "x = 5+5+1 = 7 = 11" has a    |
+|                 | false link, "1/3 \\approx 1.3" a wrong approximation; math-verify reads the last   |
+| fragment        | math-verify reads only part of the gold or the answer ("1" of 1 - \\frac{1}{\\mathrm{e}}, |
+|                 | so 1 - 1/e "equals" 1 + 1/e); we read a gold and an answer as a whole or not at all |
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from tests.support.math_verify_cases import download_sdist, read_cases
 
 DECIMAL_COMMA = re.compile(r"(?<![0-9,])[0-9]+,[0-9]{1,2}(?![0-9,])|(?<![0-9,])0,[0-9]+(?![0-9,])")
 DOLLAR_PART = re.compile(r"\$[^$]+\$")
+PROSE_WORD = re.compile(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}")
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +71,28 @@ def rounding_only(gold: str, pred: str) -> bool:
     return a != b and abs(a - b) <= Fraction(1, 10**6) * max(abs(a), abs(b), 1)
 
 
+def is_chain(pred: str) -> bool:
+    return len(re.findall(r"(?<![<>!\\])=|\\approx", pred)) >= 2
+
+
+def is_prose(pred: str) -> bool:
+    return len(PROSE_WORD.findall(DOLLAR_PART.sub("", pred))) >= 2
+
+
+def fragment_parse(gold: str, pred: str) -> bool:
+    """math-verify's own default parse of the gold or the answer reads only part of it (the text it
+    extracted is shorter than the math written): we never compare a fragment."""
+    from math_verify import parse
+
+    for side in (gold, pred):
+        parsed = parse(side)
+        written = side.strip().strip("$").strip()
+        if len(parsed) == 2 and isinstance(parsed[1], str) and len(parsed[1].strip()) < len(written) - 2:
+            if not is_prose(side) and "\\boxed" not in side:
+                return True
+    return False
+
+
 def category(case, verdict) -> str | None:
     options = case.options
     if (
@@ -84,6 +113,12 @@ def category(case, verdict) -> str | None:
         return "decimal_comma"
     if rounding_only(case.gold, case.pred):
         return "rounding"
+    if is_chain(case.pred):
+        return "equation_chain"
+    if is_prose(case.pred):
+        return "prose_answer"
+    if fragment_parse(case.gold, case.pred):
+        return "fragment"
     return None
 
 
@@ -104,4 +139,5 @@ def test_every_disagreement_with_math_verify_is_a_documented_choice(cases):
         f"\n{len(cases)} math-verify cases, {len(cases) - len(disagreements)} agree; deliberate differences: {dict(counts)}"
     )
     # The choices are narrow: most cases agree, and bare answers (not full texts) almost all do.
-    assert len(disagreements) <= 0.15 * len(cases)
+    # Reading golds and answers as a whole (no fragments) and chains side by side (issue 14) added about 5%.
+    assert len(disagreements) <= 0.17 * len(cases)

@@ -1,14 +1,19 @@
-"""Benchmark: the math_accuracy reward against a plain math-verify loop, side by side in one run.
+"""Benchmark: the math_accuracy reward against a plain math-verify loop, side by side in one run, on two mixes.
 
-    python scripts/bench/rewards.py [--data-dir ../shared/data/math] [--limit 6000]
+    python scripts/bench/rewards.py [--data-dir ../shared/data/math] [--limit 6000] [--realistic 2000]
 
-Completions are built from the real gold answers of the shared math sets (AIME, AMC, MATH-500 and
-MATH train): correct ones (the gold boxed at the end of a short reasoning), wrong ones (another
-problem's answer, or the gold plus one), malformed ones (no box, an unbalanced box, two candidates)
-and a few pathological ones (power towers, huge factorials). Printed: completions per second of
-`math_accuracy` (exact fast path + worker pool, 2 s hard timeout per item) and of an in-process loop
-of math-verify `parse` + `verify` with its default settings, their ratio, how often they disagree, and
-the worst single-item latency of each on the adversarial corpus of tests/data.
+* synthetic mix: completions built from the real gold answers of the shared math sets (AIME, AMC,
+  MATH-500 and MATH train): correct ones (the gold boxed after a short reasoning), wrong ones (another
+  problem's answer, or the gold plus one), malformed ones (no box, an unbalanced box, two candidates)
+  and 0.5% pathological ones (power towers, huge factorials), which dominate the baseline's time;
+* realistic mix: human-written MATH solutions (math_train_solutions.jsonl) scored as a GRPO group of 8
+  per problem: 3 copies of the problem's own solution (correct), 2 with one character of the final box
+  edited and 3 solutions of other problems (wrong).
+
+Printed for each: completions per second of `math_accuracy` (local decisions + a pool of math-verify
+worker processes, 2 of them on a 2-core machine, 2 s hard timeout per item) and of an in-process loop
+of math-verify `parse` + `verify` (gold wrapped in `$...$`), their ratio, and how often they disagree;
+then the worst single-item latency of each on the adversarial corpus of tests/data.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[0] = str(REPO)
 
-from rewards.math import math_accuracy, verify, verify_batch  # noqa: E402
+from rewards.math import math_accuracy, start_workers, verify, verify_batch  # noqa: E402
+from rewards.math_pool import shared_pool  # noqa: E402
 from tests.support.adversarial import load_corpus  # noqa: E402
+from tests.support.written_solutions import math_solutions, one_edit  # noqa: E402
 
 SETS = ("aime24.jsonl", "amc.jsonl", "math500.jsonl", "math_train.jsonl")
 PATHOLOGICAL = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{100000!}", "\\boxed{" + "{" * 300 + "1" + "}" * 300 + "}"]
@@ -68,6 +75,20 @@ def build_completions(golds: list[str], limit: int, seed: int = 0) -> tuple[list
     return [gold for gold, _ in pairs], [completion for _, completion in pairs]
 
 
+def realistic_completions(data_dir: Path, limit: int, seed: int = 0) -> tuple[list[str], list[str]]:
+    """GRPO-like groups of 8 written solutions per gold: 3 correct, 2 edited, 3 from other problems."""
+    rng = random.Random(seed)
+    solutions = math_solutions(data_dir)
+    golds, completions = [], []
+    while len(completions) < limit:
+        solution = rng.choice(solutions)
+        edited = one_edit(solution.text) or solution.text + "\\boxed{0}"
+        group = [solution.text] * 3 + [edited] * 2 + [rng.choice(solutions).text for _ in range(3)]
+        golds += [solution.gold] * len(group)
+        completions += group
+    return golds[:limit], completions[:limit]
+
+
 def plain_math_verify(gold: str, completion: str) -> bool:
     from math_verify import parse
     from math_verify import verify as mv_verify
@@ -75,16 +96,19 @@ def plain_math_verify(gold: str, completion: str) -> bool:
     return bool(mv_verify(parse(f"${gold}$"), parse(completion)))
 
 
-def run(args) -> dict:
-    golds, completions = build_completions(load_golds(args.data_dir), args.limit)
-    verify("\\sqrt{2}", "\\boxed{\\sqrt{2}}")  # start the worker pool before timing (a one-time boot)
-
+def side_by_side(golds: list[str], completions: list[str]) -> dict:
+    """Both verifiers on the same completions, timed one after the other."""
     started = time.perf_counter()
     ours = math_accuracy(completions, answer=golds)
     ours_s = time.perf_counter() - started
 
     started = time.perf_counter()
-    plain = [plain_math_verify(gold, completion) for gold, completion in zip(golds, completions, strict=True)]
+    plain = []
+    for gold, completion in zip(golds, completions, strict=True):
+        try:
+            plain.append(plain_math_verify(gold, completion))
+        except Exception:  # noqa: BLE001 - plain math-verify may raise on hostile input
+            plain.append(False)
     plain_s = time.perf_counter() - started
 
     differing = [i for i, (a, b) in enumerate(zip(ours, plain, strict=True)) if bool(a) != b]
@@ -93,6 +117,17 @@ def run(args) -> dict:
         f"ours {bool(ours[i])}, plain {plain[i]}: {verdict.reason}"
         for i, verdict in zip(differing, reasons, strict=True)
     )
+    return {
+        "completions": len(completions),
+        "ours_per_s": len(completions) / ours_s,
+        "plain_per_s": len(completions) / plain_s,
+        "ours_correct": sum(score == 1.0 for score in ours),
+        "plain_correct": sum(plain),
+        "disagreements": why,
+    }
+
+
+def worst_latency() -> tuple[tuple[float, str], tuple[float, str], int]:
     corpus = [row for row in load_corpus() if row["gold"] is not None and row["completion"] is not None]
     worst_ours, worst_plain = (0.0, ""), (0.0, "")
     for row in corpus:
@@ -105,37 +140,47 @@ def run(args) -> dict:
         except Exception:  # noqa: BLE001 - plain math-verify may raise on hostile input; we only time it
             pass
         worst_plain = max(worst_plain, (time.perf_counter() - started, row["name"]))
-    return {
-        "completions": len(completions),
-        "ours_per_s": len(completions) / ours_s,
-        "plain_per_s": len(completions) / plain_s,
-        "disagreements": why,
-        "worst_ours": worst_ours,
-        "worst_plain": worst_plain,
-        "corpus": len(corpus),
-    }
+    return worst_ours, worst_plain, len(corpus)
+
+
+def run(args) -> dict:
+    start_workers()  # boot the worker pool before timing (a one-time cost)
+    mixes = {"synthetic": side_by_side(*build_completions(load_golds(args.data_dir), args.limit))}
+    if args.realistic:
+        mixes["realistic"] = side_by_side(*realistic_completions(args.data_dir, args.realistic))
+    worst_ours, worst_plain, corpus = worst_latency()
+    return {"mixes": mixes, "worst_ours": worst_ours, "worst_plain": worst_plain, "corpus": corpus}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data" / "math")
-    parser.add_argument("--limit", type=int, default=6000, help="number of completions (default 6000)")
+    parser.add_argument("--limit", type=int, default=6000, help="synthetic completions (default 6000)")
+    parser.add_argument(
+        "--realistic", type=int, default=2000, help="written-solution completions (default 2000; 0: skip)"
+    )
     args = parser.parse_args(argv)
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # it logs every timeout with the whole input
     if not args.data_dir.is_dir():
         raise SystemExit(f"{args.data_dir} not found: pass --data-dir with aime24/amc/math500/math_train .jsonl files")
     result = run(args)
-    print(f"math_accuracy vs plain math-verify loop, {result['completions']} completions from the shared math sets")
-    print("| verifier | completions/s | worst latency on the adversarial corpus |")
-    print("|---|---:|---:|")
-    print(f"| math_accuracy (exact path + worker pool, 2 s timeout) | {result['ours_per_s']:.0f} | "
-          f"{result['worst_ours'][0]:.2f} s ({result['worst_ours'][1]}) |")  # fmt: skip
-    print(f"| math-verify parse + verify, in-process loop | {result['plain_per_s']:.0f} | "
-          f"{result['worst_plain'][0]:.2f} s ({result['worst_plain'][1]}) |")  # fmt: skip
-    print(f"ratio: {result['ours_per_s'] / result['plain_per_s']:.1f}x")
-    print(f"verdicts that differ: {sum(result['disagreements'].values())}, by our reason:")
-    for reason, count in result["disagreements"].most_common():
-        print(f"  {count:5d}  {reason}")
+    workers = shared_pool().size
+    print(f"math_accuracy (local decisions + {workers} math-verify worker processes, 2 s timeout per item) vs an")
+    print("in-process math-verify parse + verify loop (gold wrapped in $...$), the same completions, one run")
+    print("| mix | completions | math_accuracy /s | math-verify loop /s | ratio | correct (ours / plain) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, mix in result["mixes"].items():
+        print(f"| {name} | {mix['completions']} | {mix['ours_per_s']:.0f} | {mix['plain_per_s']:.0f} | "
+              f"{mix['ours_per_s'] / mix['plain_per_s']:.1f}x | {mix['ours_correct']} / {mix['plain_correct']} |")  # fmt: skip
+    for name, mix in result["mixes"].items():
+        print(f"ratio ({name}): {mix['ours_per_s'] / mix['plain_per_s']:.1f}x")
+    print(f"worst latency on the adversarial corpus ({result['corpus']} items): math_accuracy "
+          f"{result['worst_ours'][0]:.2f} s ({result['worst_ours'][1]}), math-verify loop "
+          f"{result['worst_plain'][0]:.2f} s ({result['worst_plain'][1]})")  # fmt: skip
+    for name, mix in result["mixes"].items():
+        print(f"{name}: verdicts that differ: {sum(mix['disagreements'].values())}, by our reason:")
+        for reason, count in mix["disagreements"].most_common():
+            print(f"  {count:5d}  {reason}")
     return result
 
 
