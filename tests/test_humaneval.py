@@ -113,6 +113,7 @@ def test_humaneval_evaluates_by_name_with_pass_at_k(problems, tmp_path, monkeypa
     from eval import evaluate
 
     monkeypatch.setattr(eval.sampler, "make_sampler", lambda *args, **kwargs: CanonicalSampler(problems))
+    monkeypatch.setattr(evaluate, "check_model", lambda name: None)  # no model: the sampler answers
     argv = ["--model", "unused", "--dataset", "humaneval", "--num-rows", "6", "--n", "2", "--k", "1", "2"]
     summaries = evaluate.main([*argv, "--output-dir", str(tmp_path), "--backend", "transformers"])
     metrics = summaries["humaneval"]["metrics"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 PACKAGES = ("rewards", "eval", "data_filters", "recipes")
-EVAL_MAY_USE = {"data_filters.schema", "data_filters.synthetic"}
+EVAL_MAY_USE = {"data_filters.schema", "data_filters.synthetic", "data_filters.arithmetic"}
 
 
 def project_imports(path: Path) -> set[str]:
