@@ -33,8 +33,8 @@ from pathlib import Path
 from eval import budget
 from eval.cli import FlagParser, UserInputError, check_model
 from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
-from eval.runner import score_completions
 from eval.sampler import SamplingParams
+from rewards.verdicts import score_completions, verifier_of
 
 logger = logging.getLogger("eval.evaluate")
 PROTOCOL_KEYS = (
@@ -160,7 +160,7 @@ def problem_metrics(row: dict, by_seed: dict[int, list[dict]], ks: list[int]) ->
     for seed, samples in sorted(by_seed.items()):
         n, c = len(samples), sum(bool(sample["correct"]) for sample in samples)
         result["seeds"][str(seed)] = {"n": n, "c": c}
-        classes, correct = answer_classes(samples) if row.get("verifier", "math") == "math" else ([None] * n, None)
+        classes, correct = answer_classes(samples) if verifier_of(row) == "math" else ([None] * n, None)
         for k in ks:
             per_k[f"pass@{k}"].append(pass_at_k(n, c, k))
             per_k[f"maj@{k}"].append(maj_at_k(classes, correct, k))
@@ -348,7 +348,7 @@ def format_table(summaries: dict[str, dict], ks: list[int]) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, dict]:
     """The command line: a mistake in the model, a data file or a flag ends it with one line and exit code 2."""
-    from data_filters.schema import DatasetNotFoundError, SchemaError
+    from tasks.schema import DatasetNotFoundError, SchemaError
 
     args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -364,8 +364,8 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     import torch
     from accelerate import PartialState
 
-    from eval.datasets import load_eval_dataset
     from eval.sampler import make_sampler
+    from tasks.datasets import load_eval_dataset
 
     # Without a GPU, `accelerate launch --multi_gpu --num_processes 2` starts two processes that only
     # form a (gloo) process group when the state is told it runs on the CPU.

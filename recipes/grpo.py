@@ -23,10 +23,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import run_recipe_cli
 from recipes.common.model import adapter_base, load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
+from tasks.schema import DataArguments, load_rows
 
 logger = logging.getLogger("recipes.grpo")
 

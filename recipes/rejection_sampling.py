@@ -30,7 +30,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import run_recipe_cli
 from recipes.common.fingerprint import (
     SAMPLING_FIELDS,
@@ -59,6 +58,7 @@ from recipes.common.traces import (
     write_json,
     write_jsonl,
 )
+from tasks.schema import DataArguments, load_rows
 
 logger = logging.getLogger("recipes.rejection_sampling")
 

@@ -22,7 +22,6 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_filters.schema import DataArguments, load_rows
 from recipes.common.config import mapping_option, parse_recipe_args, run_recipe_cli
 from recipes.common.data import to_sft_conversations
 from recipes.common.model import load_tokenizer, resolve_model_path
@@ -33,6 +32,7 @@ from recipes.common.sft_training import (
     check_eos_guarantee,
     train_sft,
 )
+from tasks.schema import DataArguments, load_rows
 
 logger = logging.getLogger("recipes.sft")
 

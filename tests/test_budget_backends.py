@@ -164,7 +164,7 @@ def test_evaluate_records_template_kwargs_and_switch_in_its_protocol():
 def sft_rows(count=40):
     from datasets import Dataset
 
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     return Dataset.from_list(generate_rows([2], count, seed=1))
 

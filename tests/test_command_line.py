@@ -15,9 +15,9 @@ from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from data_filters.__main__ import main as data_filters_main
 from eval import compare, evaluate
-from eval.datasets import load_eval_dataset
 from recipes import distill, grpo, rejection_sampling
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
+from tasks.datasets import load_eval_dataset
 from tests.conftest import REPO
 
 

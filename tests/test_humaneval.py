@@ -123,7 +123,7 @@ def test_humaneval_evaluates_by_name_with_pass_at_k(problems, tmp_path, monkeypa
 
 
 def test_humaneval_rows_are_in_the_row_schema(problems):
-    from eval.datasets import load_eval_dataset
+    from tasks.datasets import load_eval_dataset
 
     rows = load_eval_dataset("humaneval")
     assert len(rows) == 164 and set(rows["verifier"]) == {"code"}

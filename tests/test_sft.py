@@ -143,9 +143,9 @@ def test_uncached_hub_model_offline_is_explained(monkeypatch):
 
 def test_cold_start_lifts_pass_at_1_from_zero_and_the_model_stops_with_eos(tiny_model_dir, trained_tiny_model_dir):
     """The shared 300-step fixture (150 problems x 8 samples) against the untrained model (x 1: it never answers)."""
-    from data_filters.synthetic import generate_rows
     from eval.runner import sample_and_score
     from eval.sampler import SamplingParams, TransformersSampler
+    from tasks.synthetic import generate_rows
 
     rows = generate_rows([1, 2, 3], 50, seed=0, split="eval")  # levels it was trained on, problems it never saw
     measured = {}

@@ -221,8 +221,8 @@ def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
     Known input mistakes: a model or dataset that cannot be found, a row that breaks the schema, a config
     value, and the recipe's own `user_errors`. Anything else is a bug and keeps its traceback.
     """
-    from data_filters.schema import DatasetNotFoundError, SchemaError
     from recipes.common.model import ModelNotFoundError
+    from tasks.schema import DatasetNotFoundError, SchemaError
 
     try:
         return main(*parsed_args)

@@ -25,9 +25,10 @@ import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from data_filters.dedup import normalized_text
 from eval.runner import sample_and_score, summarize_by_difficulty
 from eval.sampler import SamplingParams
+from rewards.verdicts import verifier_of
+from tasks.text import normalized_text
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +172,7 @@ def _training_row(row: dict, sample: dict, rationalized: bool) -> dict:
         "prompt": row["prompt"],  # always the original prompt: a rationalised sample is stored without its hint
         "solution": sample["text"],
         "answer": row.get("answer"),
-        "verifier": row.get("verifier") or "math",
+        "verifier": verifier_of(row),
         "difficulty": row.get("difficulty"),
         "num_tokens": sample.get("num_tokens"),
         "correct": sample.get("correct"),
@@ -287,7 +288,7 @@ def release(sampler) -> None:
 
 def load_eval_rows(args) -> list[dict]:
     """Held-out rows: `eval_dataset_name` (all of its `eval_split`), else the training source's `eval_split`."""
-    from data_filters.schema import load_rows
+    from tasks.schema import load_rows
 
     if args.eval_samples_per_problem == 0:
         return []

@@ -18,8 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path[0] = str(REPO)  # this folder's eval.py would otherwise shadow the `eval` package
 
-from data_filters.synthetic import generate_rows  # noqa: E402
 from eval.sampler import SamplingParams, TransformersSampler, render_prompts  # noqa: E402
+from tasks.synthetic import generate_rows  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:

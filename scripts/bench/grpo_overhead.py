@@ -178,11 +178,11 @@ def build_trainer(arm: str, args, output_dir: Path, clock: StepClock):
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import GRPOTrainer
 
-    from data_filters.schema import load_rows
     from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.model import load_model, load_tokenizer
     from recipes.common.monitor import RLVRMonitor
     from rewards import build_rewards
+    from tasks.schema import load_rows
 
     model = args.model
     script_args, training_args, model_args = parse_config(args.config, model, output_dir, args.warmup + args.steps)

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[0] = str(REPO)
 
 from rewards.math import math_accuracy, verify, verify_batch  # noqa: E402
-from tests.support.adversarial import load_corpus  # noqa: E402
+from scripts.bench.adversarial_corpus import load_corpus  # noqa: E402
 
 SETS = ("aime24.jsonl", "amc.jsonl", "math500.jsonl", "math_train.jsonl")
 PATHOLOGICAL = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{100000!}", "\\boxed{" + "{" * 300 + "1" + "}" * 300 + "}"]

@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)

@@ -24,13 +24,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_filters import synthetic
+from rewards.verdicts import DEFAULT_VERIFIER, VERIFIERS
+from tasks import synthetic
 
 logger = logging.getLogger(__name__)
 
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 _EVAL_SPLITS = ("test", "eval", "validation")
-VERIFIERS = ("math", "code")
 ON_ERROR = ("raise", "drop")
 # Schema fields a field map may name, besides the question ('problem', alias 'question') and 'answer'.
 MAPPABLE_FIELDS = ("problem", "answer", "id", "tests", "solution", "difficulty", "verifier", "source", "prompt")
@@ -378,7 +378,7 @@ def to_schema_with_report(dataset, source: str, args: DataArguments):
             out["id"] = str(source_id)
         verifier = out.get("verifier", row.get("verifier")) or args.verifier
         if not verifier:
-            verifier = "code" if ("tests" in copied or "tests" in columns) else "math"
+            verifier = "code" if ("tests" in copied or "tests" in columns) else DEFAULT_VERIFIER
         out["verifier"] = verifier
         if "source" not in columns and "source" not in copied:
             out["source"] = prefix
