@@ -20,8 +20,9 @@ def load_run_all():
 def test_every_benchmark_is_found_and_described():
     run_all = load_run_all()
     names = run_all.benchmarks()
-    assert {"rewards", "code", "eval", "grpo_overhead", "sample_efficiency"} <= set(names)
-    assert "run_all" not in names
+    assert {"bench_rewards", "bench_code", "bench_eval", "grpo_overhead", "sample_efficiency"} <= set(names)
+    assert not {"run_all", "adversarial_corpus"} & set(names)
+    assert all(run_all.DESCRIPTIONS.get(name) or run_all._docstring_line(name) for name in names)
 
 
 def test_the_headline_is_the_ratio_lines_else_the_last_table_rows():

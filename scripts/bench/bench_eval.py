@@ -1,6 +1,6 @@
 """Benchmark: the batched transformers sampler against a plain loop of one `generate` call per sample.
 
-    python scripts/bench/eval.py [--problems 64] [--n 8] [--max-new-tokens 48] [--model DIR]
+    python scripts/bench/bench_eval.py [--problems 64] [--n 8] [--max-new-tokens 48] [--model DIR]
 
 Both sample the same synthetic prompts at temperature 1 with the same length limit on the tiny model
 (built on the spot unless --model is given), in one process, side by side. Printed: completions per
