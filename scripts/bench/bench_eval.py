@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[0] = str(REPO)  # this folder's eval.py would otherwise shadow the `eval` package
+if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
+    sys.path.insert(0, str(REPO))
 
 from eval.sampler import SamplingParams, TransformersSampler, render_prompts  # noqa: E402
 from tasks.synthetic import generate_rows  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: the math_accuracy reward against a plain math-verify loop, side by side in one run.
 
-    python scripts/bench/rewards.py [--data-dir ../shared/data/math] [--limit 6000]
+    python scripts/bench/bench_rewards.py [--data-dir ../shared/data/math] [--limit 6000]
 
 Completions are built from the real gold answers of the shared math sets (AIME, AMC, MATH-500 and
 MATH train): correct ones (the gold boxed at the end of a short reasoning), wrong ones (another
@@ -22,10 +22,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-# Run as a script, this file's folder would come first on sys.path, and this file would shadow the
-# `rewards` package: the repository root takes its place.
 REPO = Path(__file__).resolve().parents[2]
-sys.path[0] = str(REPO)
+if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
+    sys.path.insert(0, str(REPO))
 
 from rewards.math import math_accuracy, verify, verify_batch  # noqa: E402
 from scripts.bench.adversarial_corpus import load_corpus  # noqa: E402

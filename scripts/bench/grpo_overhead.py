@@ -35,11 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# Run as a script, this folder comes first on sys.path and its eval.py / code.py would shadow our `eval`
-# package and the standard library's `code`: the repository root takes its place (imported, e.g. by a
-# test, the module leaves sys.path as it finds it apart from adding the root).
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
-if str(REPO) not in sys.path:
+if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
