@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recipes.common.checks import ConfigError, validate_config
-from recipes.common.config import mapping_option, run_recipe_cli
+from recipes.common.config import RecipeParser, mapping_option
 from recipes.common.fingerprint import (
     SAMPLING_FIELDS,
     TRAINING_FIELDS,
@@ -391,12 +391,21 @@ def _evaluate(script_args, model_path: str, eval_rows, seed: int, n: int | None 
         release(sampler)
 
 
-if __name__ == "__main__":
+def make_parser() -> RecipeParser:
+    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
-    run_recipe_cli(
-        main,
+    return RecipeParser(
         (DistillScriptArguments, SFTConfig, ModelConfig),
         DEFAULT_CONFIG,
         user_errors=(ChatTemplateError, TokenizerMismatchError),
     )
+
+
+def cli(argv: list[str] | None = None) -> Path:
+    """`python recipes/distill.py ...` as a function: parse `argv` (default sys.argv), then train."""
+    return make_parser().run(main, argv)
+
+
+if __name__ == "__main__":
+    cli()

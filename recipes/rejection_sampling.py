@@ -30,7 +30,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recipes.common.config import run_recipe_cli
+from recipes.common.config import RecipeParser
 from recipes.common.fingerprint import (
     SAMPLING_FIELDS,
     TRAINING_FIELDS,
@@ -241,9 +241,19 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
     return Path(current)
 
 
-if __name__ == "__main__":
+def make_parser() -> RecipeParser:
+    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
-    run_recipe_cli(
-        main, (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,)
+    return RecipeParser(
+        (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,)
     )
+
+
+def cli(argv: list[str] | None = None) -> Path:
+    """`python recipes/rejection_sampling.py ...` as a function: parse `argv` (default sys.argv), then train."""
+    return make_parser().run(main, argv)
+
+
+if __name__ == "__main__":
+    cli()

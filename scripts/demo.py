@@ -50,6 +50,11 @@ HARD_LEVELS = list(range(5, 13))  # never seen in SFT: where RL has room
 RL_POOL = "synthetic:1-10"  # the filter keeps what the cold-start model solves sometimes
 
 
+def run_recipe(recipe, argv: list[str]) -> Path:
+    """A recipe run as its command line parses it (`make_parser()`), in this process: a mistake raises."""
+    return Path(recipe.main(*recipe.make_parser().parse_args(argv)))
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", type=Path, default=REPO / "artifacts" / "demo")
@@ -134,18 +139,14 @@ class Demo:
         return build_tiny_model(path, seed=self.seed)
 
     def sft(self, base: Path) -> Path:
-        from trl import ModelConfig, SFTConfig
-
         from recipes import sft
-        from recipes.common.config import parse_recipe_args
 
         output = self.out / "sft"
         if self.done("sft", output / "run_card.json"):
             return output
         extra = ["--max_steps", "8", "--dataset_num_rows", "64", "--logging_steps", "4"] if self.fast else []
         argv = self.recipe_argv("demo/sft.yaml", output, base, extra + (["--save_strategy", "no"] if self.fast else []))
-        parsed = parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv)
-        return sft.main(*parsed)
+        return run_recipe(sft, argv)
 
     def filter(self, model: Path) -> Path:
         """The RL pool: problems of levels 5-10 that the cold-start model solves sometimes (1/8 .. 7/8 of samples)."""
@@ -183,10 +184,8 @@ class Demo:
     def rl(self, model: Path, pool: Path, name: str = "dapo", random_reward: bool = False) -> Path:
         """DAPO through recipes/grpo.py with its demo config; `random_reward` swaps the verifier for a coin flip."""
         import yaml
-        from trl import GRPOConfig, ModelConfig
 
         from recipes import grpo
-        from recipes.common.config import parse_recipe_args
 
         output = self.out / name
         if self.done(name, output / "run_card.json"):
@@ -209,15 +208,11 @@ class Demo:
             extra = ["--max_steps", "2", "--num_generations", "2", "--per_device_train_batch_size", "4"]
             extra += ["--max_completion_length", "16", "--save_strategy", "no", "--logging_steps", "1"]
         argv = self.recipe_argv(config_path, output, model, extra)
-        parsed = parse_recipe_args((grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), grpo.DEFAULT_CONFIG, argv)
-        return grpo.main(*parsed)
+        return run_recipe(grpo, argv)
 
     def rejection_sampling(self, model: Path) -> Path:
         """One round of RFT from the DAPO model on the hard levels: sample, keep verified, fine-tune."""
-        from trl import ModelConfig, SFTConfig
-
         from recipes import rejection_sampling as rs
-        from recipes.common.config import parse_recipe_args
 
         output = self.out / "rs"
         if self.done("rs", output / "summary.json"):
@@ -230,15 +225,11 @@ class Demo:
         else:
             extra += ["--dataset_num_rows", "60"]
         argv = self.recipe_argv("demo/rejection_sampling.yaml", output, model, extra)
-        parsed = parse_recipe_args((rs.RejectionSamplingArguments, SFTConfig, ModelConfig), rs.DEFAULT_CONFIG, argv)
-        return Path(rs.main(*parsed))
+        return run_recipe(rs, argv)
 
     def distill(self, teacher: Path) -> Path:
         """Offline distillation of the DAPO model into a student cut from it, on the teacher's verified traces."""
-        from trl import ModelConfig, SFTConfig
-
         from recipes import distill
-        from recipes.common.config import parse_recipe_args
 
         output = self.out / "distill"
         if self.done("distill", output / "distill_stats.json"):
@@ -265,10 +256,7 @@ class Demo:
         config_path = output / "demo_config.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         argv = ["--config", str(config_path), "--output_dir", str(output), "--seed", str(self.seed)]
-        parsed = parse_recipe_args(
-            (distill.DistillScriptArguments, SFTConfig, ModelConfig), distill.DEFAULT_CONFIG, argv
-        )
-        return Path(distill.main(*parsed))
+        return run_recipe(distill, argv)
 
     def eval_argv(self, stage: str, model: Path) -> list[str]:
         """eval/evaluate.py on the held-out levels 1-12: n samples per problem at temperature 1, pass@k and maj@k."""

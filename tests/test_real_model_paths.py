@@ -33,7 +33,7 @@ SFT_SMALL = [
 
 def sft_args(model, out, *extra):
     argv = ["--model_name_or_path", str(model), "--output_dir", str(out), *SFT_SMALL, *extra]
-    return parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv)
+    return sft.make_parser().parse_args(argv)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_an_sft_lora_adapter_folder_is_a_model_for_every_other_stage(smol_adapte
         "--dataset_num_rows", "4", "--dataset_name", "synthetic:1-2", "--save_strategy", "no", "--use_cpu", "true",
         "--disable_tqdm", "true", "--use_peft", "true", "--lora_r", "4", "--dynamic_sampling", "false",
     ]  # fmt: skip
-    grpo.main(*parse_recipe_args((grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), grpo.DEFAULT_CONFIG, argv))
+    grpo.main(*grpo.make_parser().parse_args(argv))
     assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
 
     # eval.evaluate samples from it

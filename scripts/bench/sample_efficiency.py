@@ -304,13 +304,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
-    if not (args.model / "config.json").is_file():
-        from recipes.sft import run_default_cold_start
+    from recipes.common.model import resolve_model_path
 
-        logger.info(
-            "%s is missing: building the cold-start model with recipes/sft.py's demo config (~5 min)", args.model
-        )
-        run_default_cold_start(str(args.model))
+    resolve_model_path(str(args.model), if_missing="cold_start")  # the demo's cold start, built when missing
     args.output_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     rows = generate_rows(EVAL_LEVELS, args.eval_problems, seed=args.seed, split="eval")
