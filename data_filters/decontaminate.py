@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from data_filters.report import StepReport, check_mode
-from tasks.schema import question_text, set_column
+from tasks.rows import question_text, set_column
 from tasks.text import normalize_words
 
 logger = logging.getLogger(__name__)

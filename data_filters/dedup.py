@@ -18,7 +18,7 @@ import logging
 import time
 
 from data_filters.report import StepReport, check_mode
-from tasks.schema import question_text, set_column
+from tasks.rows import question_text, set_column
 from tasks.text import normalized_text
 
 logger = logging.getLogger(__name__)

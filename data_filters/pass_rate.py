@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 from data_filters.report import StepReport, check_mode
 from rewards.verdicts import verifier_of
-from tasks.schema import build_prompt, question_text, set_column
+from tasks.rows import build_prompt, question_text, set_column
 
 logger = logging.getLogger(__name__)
 

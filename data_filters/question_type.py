@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from data_filters.report import StepReport, check_mode
 from rewards.verdicts import DEFAULT_VERIFIER, verifier_of
-from tasks.schema import question_text, set_column
+from tasks.rows import question_text, set_column
 
 logger = logging.getLogger(__name__)
 

@@ -28,6 +28,8 @@ import hashlib
 import logging
 from dataclasses import dataclass
 
+from eval.row_sampling import SeededRowSampling
+
 logger = logging.getLogger(__name__)
 
 
@@ -112,45 +114,6 @@ def render_prompts(
     return rendered
 
 
-def _filter_logits(scores, temperature: float, top_p: float, top_k: int | None):
-    """Temperature, then top-k, then top-p (nucleus) filtering, as HF's warpers do, on float32 logits."""
-    import torch
-
-    scores = scores.float() / temperature
-    if top_k:
-        kth = torch.topk(scores, min(top_k, scores.shape[-1]), dim=-1).values[..., -1:]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
-        cumulative = torch.softmax(sorted_scores, dim=-1).cumsum(dim=-1)
-        remove = cumulative - torch.softmax(sorted_scores, dim=-1) >= top_p  # keep the token that crosses top_p
-        scores = scores.scatter(-1, order, sorted_scores.masked_fill(remove, float("-inf")))
-    return scores
-
-
-class SeededRowSampling:
-    """A logits processor that samples each row's next token from that row's own random generator and
-    returns a one-hot mask, so that greedy decoding emits exactly the sampled token."""
-
-    def __init__(self, seeds: list[int], temperature: float, top_p: float, top_k: int | None):
-        import torch
-
-        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
-        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
-
-    def __call__(self, input_ids, scores):
-        import torch
-
-        probs = torch.softmax(_filter_logits(scores, self.temperature, self.top_p, self.top_k), dim=-1)
-        uniforms = torch.cat([torch.rand(1, generator=generator) for generator in self.generators])
-        # Inverse CDF: the first token whose cumulative probability exceeds the row's uniform draw.
-        cumulative = probs.cumsum(dim=-1)
-        tokens = (cumulative < uniforms.to(cumulative.device).unsqueeze(-1)).sum(dim=-1)
-        tokens = torch.minimum(tokens, (probs > 0).long().cumsum(-1).argmax(-1))  # never past the last allowed token
-        chosen = torch.full_like(scores, float("-inf"))
-        return chosen.scatter(-1, tokens.unsqueeze(-1), 0.0)
-
-
 class TransformersSampler:
     """Batched sampling with `model.generate` on a model already loaded. `batch_size` counts sequences."""
 
@@ -173,6 +136,11 @@ class TransformersSampler:
         self.chat_template = chat_template
         self.use_chat_template = use_chat_template
         self.chat_template_kwargs = chat_template_kwargs
+
+    def close(self) -> None:
+        """Free the model before the next stage loads another (GPU memory); the sampler cannot sample after."""
+        self.model = None
+        _free_memory()
 
     def _stop_ids(self) -> set[int]:
         ids = self.model.generation_config.eos_token_id
@@ -324,6 +292,11 @@ class VLLMSampler:
         self.use_chat_template = use_chat_template
         self.chat_template_kwargs = chat_template_kwargs
 
+    def close(self) -> None:
+        """Free the engine before the next stage loads another model (GPU memory); the sampler cannot sample after."""
+        self.llm = None
+        _free_memory()
+
     def render(self, prompts: list) -> list[str]:
         return render_prompts(
             self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
@@ -373,6 +346,16 @@ class VLLMSampler:
         from eval.continuation import extend_with_vllm
 
         return extend_with_vllm(self, texts, seeds, params, max_new_tokens, stop, suppress)
+
+
+def _free_memory() -> None:
+    import gc
+
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def vllm_available() -> bool:

@@ -16,8 +16,8 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from recipes import distill
-from recipes.common.traces import read_jsonl, write_jsonl
 from rewards.math import verify
+from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 STUDENT = '{"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1}'

@@ -25,7 +25,7 @@ from data_filters.pass_rate import (
     pass_rate_filter,
 )
 from eval.sampler import Sample, SamplingParams
-from tasks.schema import build_prompt
+from tasks.rows import build_prompt
 from tests.conftest import build_once
 from tests.support.guessing_model import build_guessing_model
 

@@ -22,7 +22,7 @@ from recipes import rejection_sampling as rs
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.model import ModelNotFoundError, adapter_base, resolve_model_path
 from recipes.common.sft_training import LossMaskError, as_prompt_completion
-from recipes.common.traces import write_jsonl
+from tasks.files import write_jsonl
 from tasks.synthetic import generate_rows
 
 SFT_SMALL = [

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from recipes import rejection_sampling as rs
-from recipes.common.traces import completion_key, read_jsonl, write_jsonl
+from recipes.common.traces import completion_key
 from rewards.math import verify
+from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 
