@@ -41,6 +41,25 @@ class ProblemResult:
         return {**asdict(self), "n": self.n, "num_correct": self.num_correct}
 
 
+def scored_chunks(
+    sampler, rows: list[dict], params: SamplingParams, chunk_size: int = 64, math_options: dict | None = None
+):
+    """Generate `params.n` samples for each row and score them, `chunk_size` rows at a time.
+
+    Yields, per chunk, a list of `(row, [(sample, score), ...])` in row order, so a caller can write its
+    results as it goes (eval/evaluate.py appends each chunk to disk; a killed run resumes from there).
+    """
+    for start in range(0, len(rows), chunk_size):
+        chunk = rows[start : start + chunk_size]
+        generated = sampler.generate([row["prompt"] for row in chunk], params, [row["id"] for row in chunk])
+        flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
+        texts = [sample.text for samples in generated for sample in samples]
+        scores = iter(score_completions(flat_rows, texts, math_options=math_options))
+        yield [
+            (row, [(sample, next(scores)) for sample in samples]) for row, samples in zip(chunk, generated, strict=True)
+        ]
+
+
 def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64, progress: bool = True):
     """`params.n` samples for every row, each scored; returns one `ProblemResult` per row, in row order."""
     from tqdm.auto import tqdm
@@ -48,15 +67,10 @@ def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64
     rows = list(rows)
     results = []
     bar = tqdm(total=len(rows), desc="sampling", unit="problem", disable=not progress)
-    for start in range(0, len(rows), chunk_size):
-        chunk = rows[start : start + chunk_size]
-        generated = sampler.generate([row["prompt"] for row in chunk], params, [row["id"] for row in chunk])
-        flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
-        verdicts = iter(score_completions(flat_rows, [sample.text for samples in generated for sample in samples]))
-        for row, samples in zip(chunk, generated, strict=True):
+    for chunk in scored_chunks(sampler, rows, params, chunk_size):
+        for row, scored in chunk:
             result = ProblemResult(row["id"], row.get("answer"), row.get("difficulty"))
-            for sample in samples:
-                verdict = next(verdicts)
+            for sample, verdict in scored:
                 result.samples.append(
                     {
                         "text": sample.text,
