@@ -114,10 +114,43 @@ def render_prompts(
     return rendered
 
 
-class TransformersSampler:
+class _Sampler:
+    """What both backends share: chat rendering, `extend` through eval/continuation.py, and `close`."""
+
+    engine = "model"  # the attribute that holds the loaded model
+    extend_with = ""  # eval.continuation's function for this backend
+
+    def render(self, prompts: list) -> list[str]:
+        return render_prompts(
+            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
+        )
+
+    def extend(
+        self,
+        texts: list[str],
+        seeds: list[int],
+        params: SamplingParams,
+        max_new_tokens: int,
+        stop: str | None = None,
+        suppress: bool = False,
+    ):
+        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
+        from eval import continuation
+
+        extend = getattr(continuation, self.extend_with)
+        return extend(self, texts, seeds, params, max_new_tokens, stop, suppress)
+
+    def close(self) -> None:
+        """Free the model before the next stage loads another (GPU memory); the sampler cannot sample after."""
+        setattr(self, self.engine, None)
+        _free_memory()
+
+
+class TransformersSampler(_Sampler):
     """Batched sampling with `model.generate` on a model already loaded. `batch_size` counts sequences."""
 
     backend = "transformers"
+    extend_with = "extend_with_transformers"
 
     def __init__(
         self,
@@ -137,21 +170,11 @@ class TransformersSampler:
         self.use_chat_template = use_chat_template
         self.chat_template_kwargs = chat_template_kwargs
 
-    def close(self) -> None:
-        """Free the model before the next stage loads another (GPU memory); the sampler cannot sample after."""
-        self.model = None
-        _free_memory()
-
     def _stop_ids(self) -> set[int]:
         ids = self.model.generation_config.eos_token_id
         if ids is None:
             ids = self.tokenizer.eos_token_id
         return set(ids) if isinstance(ids, (list, tuple)) else {ids}
-
-    def render(self, prompts: list) -> list[str]:
-        return render_prompts(
-            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
-        )
 
     def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
         """`params.n` samples for each prompt, in prompt order. `keys` (problem ids) seed each problem's
@@ -172,20 +195,6 @@ class TransformersSampler:
         if greedy:  # one greedy sample stands for all n
             return [[samples[index]] * params.n for index in range(len(texts))]
         return [samples[index * params.n : (index + 1) * params.n] for index in range(len(texts))]
-
-    def extend(
-        self,
-        texts: list[str],
-        seeds: list[int],
-        params: SamplingParams,
-        max_new_tokens: int,
-        stop: str | None = None,
-        suppress: bool = False,
-    ):
-        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
-        from eval.continuation import extend_with_transformers
-
-        return extend_with_transformers(self, texts, seeds, params, max_new_tokens, stop, suppress)
 
     def _generate_ids(
         self,
@@ -256,10 +265,12 @@ class TransformersSampler:
         return Sample(self.tokenizer.decode(token_ids, skip_special_tokens=True), len(token_ids), "length")
 
 
-class VLLMSampler:
+class VLLMSampler(_Sampler):
     """vLLM's offline engine, one `SamplingParams` per problem so that each problem has its own seed."""
 
     backend = "vllm"
+    engine = "llm"
+    extend_with = "extend_with_vllm"
 
     def __init__(
         self,
@@ -292,16 +303,6 @@ class VLLMSampler:
         self.use_chat_template = use_chat_template
         self.chat_template_kwargs = chat_template_kwargs
 
-    def close(self) -> None:
-        """Free the engine before the next stage loads another model (GPU memory); the sampler cannot sample after."""
-        self.llm = None
-        _free_memory()
-
-    def render(self, prompts: list) -> list[str]:
-        return render_prompts(
-            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
-        )
-
     def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
         from vllm import SamplingParams as VLLMParams
 
@@ -332,20 +333,6 @@ class VLLMSampler:
             ]
             results.append(samples * params.n if greedy else samples)
         return results
-
-    def extend(
-        self,
-        texts: list[str],
-        seeds: list[int],
-        params: SamplingParams,
-        max_new_tokens: int,
-        stop: str | None = None,
-        suppress: bool = False,
-    ):
-        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
-        from eval.continuation import extend_with_vllm
-
-        return extend_with_vllm(self, texts, seeds, params, max_new_tokens, stop, suppress)
 
 
 def _free_memory() -> None:
