@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
 
     from data_filters.pipeline import ConfigError, resolve_input_paths, run_pipeline
-    from data_filters.schema import DatasetNotFoundError, SchemaError
+    from tasks.schema import DatasetNotFoundError, SchemaError
 
     logging.basicConfig(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

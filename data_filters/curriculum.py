@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch.utils.data import Sampler
 
-from data_filters.schema import set_column
+from tasks.rows import set_column
 
 logger = logging.getLogger(__name__)
 

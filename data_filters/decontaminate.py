@@ -29,17 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from data_filters.report import StepReport, check_mode
-from data_filters.schema import question_text, set_column
+from tasks.rows import question_text, set_column
+from tasks.text import normalize_words
 
 logger = logging.getLogger(__name__)
 
 _HASH_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd 64-bit multiplier; arithmetic wraps modulo 2**64
 _MISSING = -1  # a training word that occurs in no evaluation text
-
-
-def normalize_words(text: str) -> list[str]:
-    """Lower-cased, whitespace-split words: the unit of comparison."""
-    return text.lower().split() if isinstance(text, str) else []
 
 
 @dataclass(frozen=True)
@@ -192,7 +188,7 @@ def find_overlaps(train_texts: Sequence[str], eval_texts: Sequence[str], n: int 
 
 def _eval_texts(name_or_path: str) -> tuple[list[str], list[str]]:
     """(questions, ids) of an evaluation set by registry name or path, without any prompt template."""
-    from eval.datasets import load_eval_dataset
+    from tasks.datasets import load_eval_dataset
 
     rows = load_eval_dataset(name_or_path)
     texts = [

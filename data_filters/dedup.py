@@ -15,24 +15,15 @@ and keeping the first is a guess the report makes visible.
 from __future__ import annotations
 
 import logging
-import re
 import time
-import unicodedata
 
 from data_filters.report import StepReport, check_mode
-from data_filters.schema import question_text, set_column
+from tasks.rows import question_text, set_column
+from tasks.text import normalized_text
 
 logger = logging.getLogger(__name__)
 
 KEYS = ("exact", "normalized")
-_LATEX_SPACING = re.compile(r"\\(?:(?:left|right|displaystyle|q?quad)(?![a-zA-Z])|[,;:! ])|\$")
-_WHITESPACE = re.compile(r"\s+")
-
-
-def normalized_text(text: str) -> str:
-    """The comparison key of `normalized` deduplication."""
-    text = unicodedata.normalize("NFKC", text or "").casefold()
-    return _WHITESPACE.sub("", _LATEX_SPACING.sub(" ", text))
 
 
 def duplicate_groups(texts: list[str], key: str = "normalized") -> list[int | None]:

@@ -32,7 +32,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from data_filters.report import StepReport, check_mode
-from data_filters.schema import build_prompt, question_text, set_column
+from rewards.verdicts import verifier_of
+from tasks.rows import build_prompt, question_text, set_column
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ DEFAULT_NO_THINK_TEMPLATE = "{problem}\n\nGive only the final answer, in \\boxed
 def reference_completion(row: dict) -> str:
     """A completion that states the row's own gold answer, for the self-check of golds."""
     answer = row.get("answer")
-    if row.get("verifier", "math") == "code" or answer is None:
+    if verifier_of(row) == "code" or answer is None:
         return ""
     answer = str(answer)
     return answer if "\\boxed" in answer else f"\\boxed{{{answer}}}"
@@ -52,14 +53,14 @@ def reference_completion(row: dict) -> str:
 def gold_problems(rows: Sequence[dict]) -> list[str | None]:
     """Per row, why it cannot get a pass rate (None when it can): a gold or tests the verifier cannot read,
     or a math gold that its own boxed copy does not match."""
-    from eval.runner import score_completions
+    from rewards.verdicts import score_completions
 
     scores = score_completions(list(rows), [reference_completion(row) for row in rows])
     problems: list[str | None] = []
     for row, score in zip(rows, scores, strict=True):
         if score.correct is None:
             problems.append(f"cannot be scored: {score.reason}")
-        elif (row.get("verifier") or "math") == "math" and not score.correct:
+        elif verifier_of(row) == "math" and not score.correct:
             problems.append("gold answer does not verify against itself")
         else:
             problems.append(None)

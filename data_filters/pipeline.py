@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from data_filters.report import PipelineReport, StepReport
-from data_filters.schema import DataArguments, load_rows_with_report
+from tasks.schema import DataArguments, load_rows_with_report
 
 logger = logging.getLogger(__name__)
 
@@ -363,7 +363,7 @@ def run_pipeline(config: dict, progress: bool = True) -> tuple[object, PipelineR
         try:
             dataset, step_report = STEPS[name](dataset, context, **options)
         except ValueError as error:
-            if isinstance(error, ConfigError) or type(error).__module__.startswith("data_filters.schema"):
+            if isinstance(error, ConfigError) or type(error).__module__.startswith("tasks.schema"):
                 raise
             raise ConfigError(f"steps[{number}] ({name}): {error}") from error
         step_report.seconds = step_report.seconds or time.perf_counter() - started

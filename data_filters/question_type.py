@@ -26,7 +26,8 @@ from collections import Counter
 from collections.abc import Iterable
 
 from data_filters.report import StepReport, check_mode
-from data_filters.schema import question_text, set_column
+from rewards.verdicts import DEFAULT_VERIFIER, verifier_of
+from tasks.rows import question_text, set_column
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ _DETECTORS = {
 }
 
 
-def question_types(question: str, answer: str | None = None, verifier: str = "math") -> list[str]:
+def question_types(question: str, answer: str | None = None, verifier: str = DEFAULT_VERIFIER) -> list[str]:
     """The types found in one question, in the order of TYPES. Code rows are checked for proofs only: their
     "answer" is a test suite, and options in a programming task are data, not choices."""
     if verifier == "code":
@@ -164,7 +165,7 @@ def filter_question_types(
     started = time.perf_counter()
     columns = [c for c in ("prompt", "messages", question_field, "answer", "verifier") if c in dataset.column_names]
     types = [
-        question_types(question_text(row, question_field), row.get("answer"), row.get("verifier") or "math")
+        question_types(question_text(row, question_field), row.get("answer"), verifier_of(row))
         for row in tqdm(dataset.select_columns(columns), desc="question types", unit="row", disable=not progress)
     ]
     found = Counter(name for row_types in types for name in row_types)

@@ -1,1 +1,4 @@
-"""Sampling and scoring: the sampler backends, estimators such as pass@k, and the evaluation runner."""
+"""Sampling and scoring: the sampler backends, estimators such as pass@k, budgets, the evaluation runner
+and `python -m eval.evaluate` / `eval.compare`.
+May import: eval, tasks and rewards only (tests/test_layering.py checks).
+"""

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from eval.cli import FlagParser
-from eval.evaluate import plot_pass_at_k
+from eval.report import plot_pass_at_k
 
 
 def load_run(folder: Path) -> dict[str, dict]:

@@ -1,7 +1,7 @@
 """Sample completions for schema rows and score each one with the row's verifier.
 
-The one place where "generate, then ask the verifier" happens, so that evaluation, the pass-rate filter
-and rejection sampling count a problem as solved by the same rule.
+The one place where "generate, then ask the verifier" happens; which verifier scores a row, and how,
+is rewards.verdicts' (`score_completions`), so every stage counts a problem as solved by the same rule.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from eval.metrics import pass_at_k
 from eval.sampler import SamplingParams
+from rewards.verdicts import score_completions
 
 logger = logging.getLogger(__name__)
 
@@ -40,58 +41,23 @@ class ProblemResult:
         return {**asdict(self), "n": self.n, "num_correct": self.num_correct}
 
 
-@dataclass(frozen=True)
-class Score:
-    """One completion's verdict in the terms every consumer needs, whatever the verifier."""
+def scored_chunks(
+    sampler, rows: list[dict], params: SamplingParams, chunk_size: int = 64, math_options: dict | None = None
+):
+    """Generate `params.n` samples for each row and score them, `chunk_size` rows at a time.
 
-    correct: bool | None  # None: the row cannot be scored (unreadable gold, missing tests)
-    extracted: str | None
-    reason: str
-
-
-def score_completions(
-    rows: list[dict], texts: list[str], code_options: dict | None = None, math_options: dict | None = None
-) -> list[Score]:
-    """The verdict of each row's own verifier (`verifier` column: "math" or "code") on its completion.
-
-    One batch per verifier: the math verifier runs its sympy cases in parallel worker processes, the
-    code verifier its programs in parallel sandboxes. A dataset may mix math and code rows.
-    `math_options` go to the math verifier, e.g. `{"fallbacks": True}` to read an unboxed "Answer: X".
+    Yields, per chunk, a list of `(row, [(sample, score), ...])` in row order, so a caller can write its
+    results as it goes (eval/evaluate.py appends each chunk to disk; a killed run resumes from there).
     """
-    scores: list[Score | None] = [None] * len(rows)
-    by_verifier: dict[str, list[int]] = defaultdict(list)
-    for index, row in enumerate(rows):
-        by_verifier[row.get("verifier") or "math"].append(index)
-    unknown = sorted(set(by_verifier) - {"math", "code"})
-    if unknown:
-        raise ValueError(
-            f"rows name verifier(s) {unknown}; known: 'math', 'code' (row {rows[by_verifier[unknown[0]][0]].get('id')!r})"
-        )
-    if by_verifier.get("math"):
-        from rewards.math import verify_batch
-
-        indices = by_verifier["math"]
-        verdicts = verify_batch(
-            [rows[i]["answer"] for i in indices],
-            [texts[i] for i in indices],
-            [rows[i].get("id") for i in indices],
-            **(math_options or {}),
-        )
-        for index, verdict in zip(indices, verdicts, strict=True):
-            scores[index] = Score(verdict.correct, verdict.extracted, verdict.reason)
-    if by_verifier.get("code"):
-        from rewards.code import verify_code_batch
-
-        indices = by_verifier["code"]
-        verdicts = verify_code_batch(
-            [texts[i] for i in indices], [rows[i].get("tests") for i in indices], **(code_options or {})
-        )
-        for index, verdict in zip(indices, verdicts, strict=True):
-            if verdict is None:
-                scores[index] = Score(None, None, "row has no readable tests")
-            else:
-                scores[index] = Score(verdict.all_passed, None, verdict.reason)
-    return scores
+    for start in range(0, len(rows), chunk_size):
+        chunk = rows[start : start + chunk_size]
+        generated = sampler.generate([row["prompt"] for row in chunk], params, [row["id"] for row in chunk])
+        flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
+        texts = [sample.text for samples in generated for sample in samples]
+        scores = iter(score_completions(flat_rows, texts, math_options=math_options))
+        yield [
+            (row, [(sample, next(scores)) for sample in samples]) for row, samples in zip(chunk, generated, strict=True)
+        ]
 
 
 def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64, progress: bool = True):
@@ -101,15 +67,10 @@ def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64
     rows = list(rows)
     results = []
     bar = tqdm(total=len(rows), desc="sampling", unit="problem", disable=not progress)
-    for start in range(0, len(rows), chunk_size):
-        chunk = rows[start : start + chunk_size]
-        generated = sampler.generate([row["prompt"] for row in chunk], params, [row["id"] for row in chunk])
-        flat_rows = [row for row, samples in zip(chunk, generated, strict=True) for _ in samples]
-        verdicts = iter(score_completions(flat_rows, [sample.text for samples in generated for sample in samples]))
-        for row, samples in zip(chunk, generated, strict=True):
+    for chunk in scored_chunks(sampler, rows, params, chunk_size):
+        for row, scored in chunk:
             result = ProblemResult(row["id"], row.get("answer"), row.get("difficulty"))
-            for sample in samples:
-                verdict = next(verdicts)
+            for sample, verdict in scored:
                 result.samples.append(
                     {
                         "text": sample.text,

@@ -28,6 +28,8 @@ import hashlib
 import logging
 from dataclasses import dataclass
 
+from eval.row_sampling import SeededRowSampling
+
 logger = logging.getLogger(__name__)
 
 
@@ -112,49 +114,43 @@ def render_prompts(
     return rendered
 
 
-def _filter_logits(scores, temperature: float, top_p: float, top_k: int | None):
-    """Temperature, then top-k, then top-p (nucleus) filtering, as HF's warpers do, on float32 logits."""
-    import torch
+class _Sampler:
+    """What both backends share: chat rendering, `extend` through eval/continuation.py, and `close`."""
 
-    scores = scores.float() / temperature
-    if top_k:
-        kth = torch.topk(scores, min(top_k, scores.shape[-1]), dim=-1).values[..., -1:]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_scores, order = torch.sort(scores, descending=True, dim=-1)
-        cumulative = torch.softmax(sorted_scores, dim=-1).cumsum(dim=-1)
-        remove = cumulative - torch.softmax(sorted_scores, dim=-1) >= top_p  # keep the token that crosses top_p
-        scores = scores.scatter(-1, order, sorted_scores.masked_fill(remove, float("-inf")))
-    return scores
+    engine = "model"  # the attribute that holds the loaded model
+    extend_with = ""  # eval.continuation's function for this backend
 
+    def render(self, prompts: list) -> list[str]:
+        return render_prompts(
+            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
+        )
 
-class SeededRowSampling:
-    """A logits processor that samples each row's next token from that row's own random generator and
-    returns a one-hot mask, so that greedy decoding emits exactly the sampled token."""
+    def extend(
+        self,
+        texts: list[str],
+        seeds: list[int],
+        params: SamplingParams,
+        max_new_tokens: int,
+        stop: str | None = None,
+        suppress: bool = False,
+    ):
+        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
+        from eval import continuation
 
-    def __init__(self, seeds: list[int], temperature: float, top_p: float, top_k: int | None):
-        import torch
+        extend = getattr(continuation, self.extend_with)
+        return extend(self, texts, seeds, params, max_new_tokens, stop, suppress)
 
-        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
-        self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
-
-    def __call__(self, input_ids, scores):
-        import torch
-
-        probs = torch.softmax(_filter_logits(scores, self.temperature, self.top_p, self.top_k), dim=-1)
-        uniforms = torch.cat([torch.rand(1, generator=generator) for generator in self.generators])
-        # Inverse CDF: the first token whose cumulative probability exceeds the row's uniform draw.
-        cumulative = probs.cumsum(dim=-1)
-        tokens = (cumulative < uniforms.to(cumulative.device).unsqueeze(-1)).sum(dim=-1)
-        tokens = torch.minimum(tokens, (probs > 0).long().cumsum(-1).argmax(-1))  # never past the last allowed token
-        chosen = torch.full_like(scores, float("-inf"))
-        return chosen.scatter(-1, tokens.unsqueeze(-1), 0.0)
+    def close(self) -> None:
+        """Free the model before the next stage loads another (GPU memory); the sampler cannot sample after."""
+        setattr(self, self.engine, None)
+        _free_memory()
 
 
-class TransformersSampler:
+class TransformersSampler(_Sampler):
     """Batched sampling with `model.generate` on a model already loaded. `batch_size` counts sequences."""
 
     backend = "transformers"
+    extend_with = "extend_with_transformers"
 
     def __init__(
         self,
@@ -180,11 +176,6 @@ class TransformersSampler:
             ids = self.tokenizer.eos_token_id
         return set(ids) if isinstance(ids, (list, tuple)) else {ids}
 
-    def render(self, prompts: list) -> list[str]:
-        return render_prompts(
-            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
-        )
-
     def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
         """`params.n` samples for each prompt, in prompt order. `keys` (problem ids) seed each problem's
         samples; without them the prompt text does."""
@@ -204,20 +195,6 @@ class TransformersSampler:
         if greedy:  # one greedy sample stands for all n
             return [[samples[index]] * params.n for index in range(len(texts))]
         return [samples[index * params.n : (index + 1) * params.n] for index in range(len(texts))]
-
-    def extend(
-        self,
-        texts: list[str],
-        seeds: list[int],
-        params: SamplingParams,
-        max_new_tokens: int,
-        stop: str | None = None,
-        suppress: bool = False,
-    ):
-        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
-        from eval.continuation import extend_with_transformers
-
-        return extend_with_transformers(self, texts, seeds, params, max_new_tokens, stop, suppress)
 
     def _generate_ids(
         self,
@@ -288,10 +265,12 @@ class TransformersSampler:
         return Sample(self.tokenizer.decode(token_ids, skip_special_tokens=True), len(token_ids), "length")
 
 
-class VLLMSampler:
+class VLLMSampler(_Sampler):
     """vLLM's offline engine, one `SamplingParams` per problem so that each problem has its own seed."""
 
     backend = "vllm"
+    engine = "llm"
+    extend_with = "extend_with_vllm"
 
     def __init__(
         self,
@@ -324,11 +303,6 @@ class VLLMSampler:
         self.use_chat_template = use_chat_template
         self.chat_template_kwargs = chat_template_kwargs
 
-    def render(self, prompts: list) -> list[str]:
-        return render_prompts(
-            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
-        )
-
     def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
         from vllm import SamplingParams as VLLMParams
 
@@ -360,19 +334,15 @@ class VLLMSampler:
             results.append(samples * params.n if greedy else samples)
         return results
 
-    def extend(
-        self,
-        texts: list[str],
-        seeds: list[int],
-        params: SamplingParams,
-        max_new_tokens: int,
-        stop: str | None = None,
-        suppress: bool = False,
-    ):
-        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
-        from eval.continuation import extend_with_vllm
 
-        return extend_with_vllm(self, texts, seeds, params, max_new_tokens, stop, suppress)
+def _free_memory() -> None:
+    import gc
+
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def vllm_available() -> bool:

@@ -1,1 +1,4 @@
-"""One script per pipeline stage (sft.py, ...) with its YAML configs; shared helpers in recipes.common."""
+"""One script per pipeline stage (sft.py, grpo.py, rejection_sampling.py, distill.py) with its YAML configs;
+helpers shared by the recipes (configs, models, the training seam) in recipes.common.
+May import: recipes, data_filters, eval, tasks and rewards; never scripts/ or tests/ (tests/test_layering.py checks).
+"""

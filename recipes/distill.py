@@ -29,9 +29,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_filters.schema import DataArguments, load_rows
-from recipes.common.checks import ConfigError, validate_config
-from recipes.common.config import mapping_option, run_recipe_cli
+from recipes.common.checks import ConfigError, require_single_process, validate_config
+from recipes.common.config import RecipeParser, mapping_option
 from recipes.common.fingerprint import (
     SAMPLING_FIELDS,
     TRAINING_FIELDS,
@@ -43,20 +42,17 @@ from recipes.common.fingerprint import (
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
+from recipes.common.student import TokenizerMismatchError, build_student, check_same_vocabulary, prune_student
 from recipes.common.traces import (
     TraceArguments,
     collect_traces,
     evaluate_pass_at_1,
     load_eval_rows,
     make_trace_sampler,
-    read_json,
-    read_jsonl,
-    release,
-    require_single_process,
     to_conversations,
-    write_json,
-    write_jsonl,
 )
+from tasks.files import read_json, read_jsonl, write_json, write_jsonl
+from tasks.schema import DataArguments, load_rows
 
 logger = logging.getLogger("recipes.distill")
 
@@ -69,10 +65,6 @@ INHERITED_TRAINING_ARGS = (
     "save_strategy", "save_steps", "save_total_limit", "seed", "bf16", "fp16", "gradient_checkpointing",
     "report_to", "dataloader_num_workers", "dataloader_pin_memory", "disable_tqdm",
 )  # fmt: skip
-
-
-class TokenizerMismatchError(ValueError):
-    """Teacher and student do not share a vocabulary, so neither stage can compare or reuse their tokens."""
 
 
 @dataclass
@@ -135,57 +127,6 @@ class DistillScriptArguments(TraceArguments, DataArguments):
                 raise ValueError(f"student_spec: unknown option(s) {unknown}; TinyModelSpec has {sorted(known)}")
 
 
-def build_student(spec: dict, output_dir: Path, seed: int, teacher_tokenizer) -> str:
-    """A fresh tiny model of architecture `spec`; refused when the teacher's tokenizer is not the tiny one."""
-    from transformers import AutoTokenizer
-
-    from recipes.common.tiny_model import TinyModelSpec, build_tiny_model
-
-    if not (output_dir / "config.json").is_file():
-        build_tiny_model(output_dir, seed=seed, spec=TinyModelSpec(**spec))
-    check_same_vocabulary(teacher_tokenizer, AutoTokenizer.from_pretrained(output_dir), "student_spec")
-    return str(output_dir)
-
-
-def prune_student(teacher: str, script_args, output_dir: Path, rows: list[dict]) -> str:
-    """The teacher with narrower MLPs, ranked on the first rows (with their reference solutions when they have them)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from recipes.common.prune import prune_mlp_width
-
-    if (output_dir / "config.json").is_file():
-        return str(output_dir)
-    tokenizer = AutoTokenizer.from_pretrained(teacher)
-    model = AutoModelForCausalLM.from_pretrained(teacher)
-    texts = []
-    for row in rows[: script_args.prune_calibration_rows]:
-        solution = row.get("solution")
-        if isinstance(solution, str) and solution:
-            texts.append(
-                tokenizer.apply_chat_template(
-                    [*row["prompt"], {"role": "assistant", "content": solution}], tokenize=False
-                )
-            )
-        else:
-            texts.append(tokenizer.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True))
-    prune_mlp_width(model, tokenizer, texts, int(script_args.student_prune["intermediate_size"]))
-    model.config.use_cache = True
-    model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
-    logger.info("student cut from the teacher %s in %s", script_args.student_prune, output_dir)
-    return str(output_dir)
-
-
-def check_same_vocabulary(teacher_tokenizer, student_tokenizer, student_name: str) -> None:
-    if teacher_tokenizer.get_vocab() != student_tokenizer.get_vocab():
-        raise TokenizerMismatchError(
-            f"the student ({student_name}) and the teacher have different vocabularies "
-            f"({len(student_tokenizer)} vs {len(teacher_tokenizer)} tokens): distillation needs one tokenizer. "
-            "Pick a student of the teacher's family (for a Hub teacher, a smaller model that shares its tokenizer); "
-            "student_spec builds the tiny architecture, whose tokenizer only the tiny teacher shares."
-        )
-
-
 def on_policy_config(training_args, overrides: dict, output_dir: Path):
     """trl.DistillationConfig: the YAML's training options in INHERITED_TRAINING_ARGS, then `on_policy:`."""
     from trl import DistillationConfig
@@ -246,7 +187,7 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             "teacher_eval": evaluate_pass_at_1(sampler, eval_rows, script_args, training_args.seed),
             "fingerprint": fingerprint,
         }
-        release(sampler)
+        sampler.close()
         write_jsonl(traces_path, kept)
         write_json(output_dir / "traces_stats.json", stats)
     logger.info("offline: %d traces kept for %d prompts", stats["traces_kept"], stats["prompts_kept"])
@@ -340,7 +281,9 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
         )
         logger.info("fresh student %s in %s", script_args.student_spec, student)
     elif script_args.student_prune is not None:
-        student = prune_student(teacher, script_args, output_dir / "student_init", list(load_rows(script_args)))
+        calibration = list(load_rows(script_args))[: script_args.prune_calibration_rows]
+        size = int(script_args.student_prune["intermediate_size"])
+        student = prune_student(teacher, size, output_dir / "student_init", calibration)
     else:
         student = resolve_model_path(model_args.model_name_or_path)
         check_same_vocabulary(teacher_tokenizer, AutoTokenizer.from_pretrained(student), student)
@@ -388,15 +331,24 @@ def _evaluate(script_args, model_path: str, eval_rows, seed: int, n: int | None 
     try:
         return evaluate_pass_at_1(sampler, eval_rows, script_args, seed, n)
     finally:
-        release(sampler)
+        sampler.close()
 
 
-if __name__ == "__main__":
+def make_parser() -> RecipeParser:
+    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
-    run_recipe_cli(
-        main,
+    return RecipeParser(
         (DistillScriptArguments, SFTConfig, ModelConfig),
         DEFAULT_CONFIG,
         user_errors=(ChatTemplateError, TokenizerMismatchError),
     )
+
+
+def cli(argv: list[str] | None = None) -> Path:
+    """`python recipes/distill.py ...` as a function: parse `argv` (default sys.argv), then train."""
+    return make_parser().run(main, argv)
+
+
+if __name__ == "__main__":
+    cli()

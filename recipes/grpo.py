@@ -19,14 +19,16 @@ import logging
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import run_recipe_cli
+from recipes.common.checkpoints import resume_point
+from recipes.common.config import RecipeParser
 from recipes.common.model import adapter_base, load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
+from tasks.schema import DataArguments, load_rows
 
 logger = logging.getLogger("recipes.grpo")
 
@@ -110,23 +112,35 @@ def distributed_setup(accelerator) -> dict:
     return setup
 
 
-def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
-    from transformers import set_seed
-    from transformers.trainer_utils import get_last_checkpoint
+def use_kv_cache(training_args) -> None:
+    """transformers 5 trainers switch the KV cache off for training (TrainingArguments.use_cache=False), and
+    TRL's generation inherits that: every new token would recompute the whole sequence (10x slower here)."""
+    training_args.generation_kwargs = {"use_cache": True, **(training_args.generation_kwargs or {})}
+
+
+class BuiltTrainer(NamedTuple):
+    trainer: object  # RLVRGRPOTrainer
+    monitor: object  # RLVRMonitor
+    model_path: str
+    tokenizer: object
+    rows: object
+
+
+def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, callbacks: tuple = ()) -> BuiltTrainer:
+    """The recipe's trainer, ready to train, with its monitor (first callback) and `callbacks` after it.
+
+    The GRPO overhead benchmark times this very trainer against a bare trl.GRPOTrainer.
+    """
     from trl import get_peft_config
 
     from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.monitor import RLVRMonitor
     from rewards import accuracy_reward_names, build_rewards
 
-    set_seed(training_args.seed)
     path = model_args.model_name_or_path
     model_path = resolve_model_path(path, if_missing="cold_start" if script_args.cold_start_if_missing else None)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
-
-    # transformers 5 trainers switch the KV cache off for training (TrainingArguments.use_cache=False), and
-    # TRL's generation inherits that: every new token would recompute the whole sequence (10x slower here).
-    training_args.generation_kwargs = {"use_cache": True, **(training_args.generation_kwargs or {})}
+    use_kv_cache(training_args)
 
     rows = load_rows(script_args)
     reward_functions, weights = build_rewards(script_args.rewards)
@@ -152,20 +166,22 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
         train_dataset=rows,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
-        callbacks=[monitor],
+        callbacks=[monitor, *callbacks],
         dynamic_sampling=script_args.dynamic_sampling,
         dynamic_sampling_max_rounds=script_args.dynamic_sampling_max_rounds,
         curriculum=(script_args.curriculum or {}) if script_args.sampler == "pass_rate_weighted" else None,
         accuracy_reward=accuracy[0] if accuracy else "math_accuracy",
         variance_rewards=variance_rewards,
     )
-    resume = training_args.resume_from_checkpoint
-    if isinstance(resume, str) and resume.lower() in ("true", "last"):
-        resume = get_last_checkpoint(training_args.output_dir)
-        if resume is None:
-            raise ValueError(f"--resume_from_checkpoint true: {training_args.output_dir} holds no checkpoint-* folder")
-        logger.info("resuming from %s", resume)
-    trainer.train(resume_from_checkpoint=resume)
+    return BuiltTrainer(trainer, monitor, model_path, tokenizer, rows)
+
+
+def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
+    from transformers import set_seed
+
+    set_seed(training_args.seed)
+    trainer, monitor, model_path, tokenizer, rows = build_trainer(script_args, training_args, model_args)
+    trainer.train(resume_from_checkpoint=resume_point(training_args, training_args.output_dir))
 
     merge = script_args.merge_lora or adapter_base(model_path) is not None  # an adapter on an adapter: merged
     save_for_inference(trainer, training_args.output_dir, tokenizer, merge_lora=merge)
@@ -188,7 +204,17 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     return Path(training_args.output_dir)
 
 
-if __name__ == "__main__":
+def make_parser() -> RecipeParser:
+    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import GRPOConfig, ModelConfig
 
-    run_recipe_cli(main, (GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)
+    return RecipeParser((GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)
+
+
+def cli(argv: list[str] | None = None) -> Path:
+    """`python recipes/grpo.py ...` as a function: parse `argv` (default sys.argv), then train."""
+    return make_parser().run(main, argv)
+
+
+if __name__ == "__main__":
+    cli()

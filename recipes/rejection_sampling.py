@@ -30,8 +30,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import run_recipe_cli
+from recipes.common.checks import require_single_process
+from recipes.common.config import RecipeParser
 from recipes.common.fingerprint import (
     SAMPLING_FIELDS,
     TRAINING_FIELDS,
@@ -50,15 +50,11 @@ from recipes.common.traces import (
     evaluate_pass_at_1,
     load_eval_rows,
     make_trace_sampler,
-    read_json,
-    read_jsonl,
-    release,
-    require_single_process,
     solved_ids,
     to_conversations,
-    write_json,
-    write_jsonl,
 )
+from tasks.files import read_json, read_jsonl, write_json, write_jsonl
+from tasks.schema import DataArguments, load_rows
 
 logger = logging.getLogger("recipes.rejection_sampling")
 
@@ -192,7 +188,7 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
                 "round %d: sampling %d x %d completions from %s", k, len(rows), script_args.samples_per_problem, current
             )
             kept, counts = sample_round(script_args, sampler, rows, round_seed, round_dir)
-            release(sampler)
+            sampler.close()
             stats = {"round": k, "start_model": str(current), "sampled": True, **counts, "fingerprint": fingerprint}
 
         new = {row["id"] for row in kept if not row.get("rationalized")} - previously_solved(output_dir, k)
@@ -222,7 +218,7 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
         )
         sampler = make_trace_sampler(script_args, current)
         after = evaluate_pass_at_1(sampler, eval_rows, script_args, training_args.seed)
-        release(sampler)
+        sampler.close()
         stats.update(complete=True, model=str(current), **{"pass@1_after": after})
         write_json(round_dir / "stats.json", stats)
         history.append(stats)
@@ -241,9 +237,19 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
     return Path(current)
 
 
-if __name__ == "__main__":
+def make_parser() -> RecipeParser:
+    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
-    run_recipe_cli(
-        main, (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,)
+    return RecipeParser(
+        (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,)
     )
+
+
+def cli(argv: list[str] | None = None) -> Path:
+    """`python recipes/rejection_sampling.py ...` as a function: parse `argv` (default sys.argv), then train."""
+    return make_parser().run(main, argv)
+
+
+if __name__ == "__main__":
+    cli()

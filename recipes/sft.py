@@ -22,8 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_filters.schema import DataArguments, load_rows
-from recipes.common.config import mapping_option, parse_recipe_args, run_recipe_cli
+from recipes.common.config import RecipeParser, mapping_option
 from recipes.common.data import to_sft_conversations
 from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.sft_training import (
@@ -33,6 +32,7 @@ from recipes.common.sft_training import (
     check_eos_guarantee,
     train_sft,
 )
+from tasks.schema import DataArguments, load_rows
 
 logger = logging.getLogger("recipes.sft")
 
@@ -121,13 +121,20 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
 
 def run_default_cold_start(output_dir: str | Path) -> Path:
     """The demo's later stages start from the cold-start model: build it with this recipe's default if missing."""
+    return main(*make_parser().parse_args(["--output_dir", str(output_dir)]))
+
+
+def make_parser() -> RecipeParser:
+    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
-    argv = ["--output_dir", str(output_dir)]
-    return main(*parse_recipe_args((SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, argv))
+    return RecipeParser((SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,))
+
+
+def cli(argv: list[str] | None = None) -> Path:
+    """`python recipes/sft.py ...` as a function: parse `argv` (default sys.argv), then train."""
+    return make_parser().run(main, argv)
 
 
 if __name__ == "__main__":
-    from trl import ModelConfig, SFTConfig
-
-    run_recipe_cli(main, (SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,))
+    cli()

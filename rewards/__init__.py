@@ -1,8 +1,6 @@
-"""Verifiers and rewards: the one definition of "correct" that every stage of the pipeline uses.
-
-    from rewards import get_reward, build_rewards, available_rewards
-
-Imports none of the project's other packages.
+"""Verifiers and rewards: the one definition of "correct" (which verifier scores a row: verdicts.py), the
+reward registry (`from rewards import get_reward, build_rewards, available_rewards`) and the code sandbox.
+May import: rewards only, none of the project's other packages (tests/test_layering.py checks).
 """
 
 from rewards.registry import (

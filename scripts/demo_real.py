@@ -154,7 +154,7 @@ def stage_results(out: Path) -> dict[str, dict]:
 
 def unboxed_reading(samples: list[dict], per_problem: list[dict]) -> float:
     """The base model's samples read again with the verifier's "Answer: X" fallback: what it knew, unboxed."""
-    from eval.runner import score_completions
+    from rewards.verdicts import score_completions
 
     gold = {problem["id"]: problem["answer"] for problem in per_problem}
     rows = [{"id": sample["id"], "answer": gold[sample["id"]], "verifier": "math"} for sample in samples]
@@ -191,7 +191,7 @@ def write_report(args: argparse.Namespace, run_info: dict, results: dict[str, di
     report = [
         "# The R1 story on a real model, on a CPU: SmolLM2-135M-Instruct",
         "",
-        "Held-out arithmetic word problems (data_filters/arithmetic.py, eval split), "
+        "Held-out arithmetic word problems (tasks/arithmetic.py, eval split), "
         f"{results['dapo']['summary']['problems']} problems, levels {levels[0]}-{levels[-1]} (operations per "
         "problem); the cold start trained on levels 1-2, DAPO on 1-3. Brackets: 95% bootstrap intervals over "
         "problems. 'boxed': samples with a \\boxed{} answer the verifier could read.",

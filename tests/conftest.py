@@ -91,17 +91,15 @@ def trained_tiny_model_dir(shared_dir, tiny_model_dir) -> Path:
     """
 
     def build(target: Path) -> None:
-        from trl import ModelConfig, SFTConfig
 
         from recipes import sft
-        from recipes.common.config import parse_recipe_args
 
         argv = [
             "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(target),
             "--max_steps", str(TRAINED_STEPS), "--dataset_num_rows", "4000", "--save_strategy", "no",
             "--lr_scheduler_type", "constant_with_warmup", "--logging_steps", "100", "--disable_tqdm", "true",
         ]  # fmt: skip
-        sft.main(*parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv))
+        sft.main(*sft.make_parser().parse_args(argv))
 
     return build_once(shared_dir, f"tiny-sft-{TRAINED_STEPS}", build)
 

@@ -20,8 +20,9 @@ def load_run_all():
 def test_every_benchmark_is_found_and_described():
     run_all = load_run_all()
     names = run_all.benchmarks()
-    assert {"rewards", "code", "eval", "grpo_overhead", "sample_efficiency"} <= set(names)
-    assert "run_all" not in names
+    assert {"bench_rewards", "bench_code", "bench_eval", "grpo_overhead", "sample_efficiency"} <= set(names)
+    assert not {"run_all", "adversarial_corpus"} & set(names)
+    assert all(run_all.DESCRIPTIONS.get(name) or run_all._docstring_line(name) for name in names)
 
 
 def test_the_headline_is_the_ratio_lines_else_the_last_table_rows():
@@ -49,3 +50,13 @@ def test_a_run_writes_the_table_and_a_failure_is_reported(tmp_path, monkeypatch)
     assert (tmp_path / "out" / "good.txt").read_text() == "| a |\nratio: 2.0x\n"
     with pytest.raises(SystemExit):
         run_all.main(["--only", "nonexistent", "--output-dir", str(tmp_path / "out")])
+
+
+def test_no_benchmark_shadows_a_package_it_may_import():
+    """Run as a script, a benchmark's folder comes first on sys.path: a file named like one of our packages or
+    a standard-library module (eval.py, code.py, rewards.py) would be imported in its place."""
+    import sys
+
+    ours = {"rewards", "tasks", "eval", "data_filters", "recipes", "scripts", "tests"}
+    stems = {path.stem for path in (REPO / "scripts" / "bench").glob("*.py")}
+    assert not stems & (ours | set(sys.stdlib_module_names))

@@ -127,7 +127,7 @@ def trained_sampler(trained_tiny_model_dir):
 
 
 def level_one_prompts(count: int = 3):
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     rows = generate_rows([1], count, seed=3, split="eval")
     return [row["prompt"] for row in rows], [row["id"] for row in rows]

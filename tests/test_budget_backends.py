@@ -164,7 +164,7 @@ def test_evaluate_records_template_kwargs_and_switch_in_its_protocol():
 def sft_rows(count=40):
     from datasets import Dataset
 
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     return Dataset.from_list(generate_rows([2], count, seed=1))
 
@@ -202,15 +202,13 @@ def test_a_thinking_mode_column_in_the_data_decides(tiny_model_dir, tmp_path):
 
 
 def test_sft_trains_on_a_mixed_set(tiny_model_dir, tmp_path):
-    from trl import ModelConfig, SFTConfig
 
     from recipes import sft
-    from recipes.common.config import parse_recipe_args
 
     argv = [
         "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "sft"), "--max_steps", "2",
         "--dataset_num_rows", "8", "--save_strategy", "no", "--no_think_fraction", "0.5", "--thinking_switch", "true",
     ]  # fmt: skip
-    parsed = parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv)
+    parsed = sft.make_parser().parse_args(argv)
     assert parsed[0].no_think_fraction == 0.5 and parsed[0].thinking_switch
     assert (sft.main(*parsed) / "config.json").exists()

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from eval.datasets import available_eval_datasets, load_eval_dataset
 from rewards import get_reward
+from tasks.datasets import available_eval_datasets, load_eval_dataset
 
 DOUBLE = "```python\nprint(int(input()) * 2)\n```"
 TRIPLE = "```python\nprint(int(input()) * 3)\n```"
@@ -119,7 +119,7 @@ def test_the_code_grpo_config_reads_codecontests_rows(tmp_path):
     # The config's data settings, applied to a row in CodeContests' layout (its tests are a struct column).
     import yaml
 
-    from data_filters.schema import DataArguments, load_rows
+    from tasks.schema import DataArguments, load_rows
 
     config = yaml.safe_load(
         (Path(__file__).parents[1] / "recipes/configs/qwen2.5-coder-1.5b/grpo_code.yaml").read_text()

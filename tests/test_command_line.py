@@ -15,9 +15,9 @@ from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from data_filters.__main__ import main as data_filters_main
 from eval import compare, evaluate
-from eval.datasets import load_eval_dataset
 from recipes import distill, grpo, rejection_sampling
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
+from tasks.datasets import load_eval_dataset
 from tests.conftest import REPO
 
 
@@ -42,16 +42,10 @@ def test_nested_options_are_set_from_the_command_line():
 def test_a_nested_override_is_merged_into_the_yaml_mapping():
     yaml_on_policy = yaml.safe_load((CONFIG_DIR / "demo/distill.yaml").read_text())["on_policy"]
     assert "beta" in yaml_on_policy and yaml_on_policy.get("max_steps") != 3
-    script, _, _ = parse_recipe_args(
-        (distill.DistillScriptArguments, SFTConfig, ModelConfig),
-        distill.DEFAULT_CONFIG,
-        ["--on_policy", '{"max_steps": 3}'],
-    )
+    script, _, _ = distill.make_parser().parse_args(["--on_policy", '{"max_steps": 3}'])
     assert script.on_policy == {**yaml_on_policy, "max_steps": 3}  # beta and the rest kept
     for text in ('{"learning_rate": 1e-4}', "{learning_rate: 1e-4}"):  # a number in JSON and in YAML flow style
-        script, _, _ = parse_recipe_args(
-            (distill.DistillScriptArguments, SFTConfig, ModelConfig), distill.DEFAULT_CONFIG, ["--on_policy", text]
-        )
+        script, _, _ = distill.make_parser().parse_args(["--on_policy", text])
         assert script.on_policy["learning_rate"] == 1e-4 and script.on_policy["beta"] == yaml_on_policy["beta"]
 
 

@@ -11,7 +11,7 @@ import pytest
 from datasets import Dataset
 
 from data_filters.decontaminate import decontaminate, find_overlap_matches, find_overlaps
-from data_filters.schema import DataArguments, load_rows
+from tasks.schema import DataArguments, load_rows
 
 
 def ngram_sets(text: str, size: int) -> set[tuple[str, ...]]:
@@ -165,7 +165,7 @@ def test_the_step_tags_or_drops_and_writes_every_match(shared_math_data, tmp_pat
 
 
 def test_eval_sets_by_registry_name(monkeypatch):
-    """Registry names go through eval.datasets (the Hub is stubbed: no machine here reaches it)."""
+    """Registry names go through tasks.datasets (the Hub is stubbed: no machine here reaches it)."""
     problem = "Find the number of ordered pairs of integers (a, b) such that a + b = 2024 and both are positive."
 
     def fake_load_dataset(path, config=None, split=None, **kwargs):

@@ -9,7 +9,8 @@ import unicodedata
 import pytest
 from datasets import Dataset
 
-from data_filters.dedup import deduplicate, duplicate_groups, normalized_text
+from data_filters.dedup import deduplicate, duplicate_groups
+from tasks.text import normalized_text
 
 
 def test_keys():

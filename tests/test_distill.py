@@ -14,21 +14,17 @@ import math
 
 import pytest
 from transformers import AutoModelForCausalLM
-from trl import ModelConfig, SFTConfig
 
 from recipes import distill
-from recipes.common.config import parse_recipe_args
-from recipes.common.traces import read_jsonl, write_jsonl
 from rewards.math import verify
+from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 STUDENT = '{"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1}'
 
 
 def parse(*argv: str):
-    return parse_recipe_args(
-        (distill.DistillScriptArguments, SFTConfig, ModelConfig), distill.DEFAULT_CONFIG, list(argv)
-    )
+    return distill.make_parser().parse_args(list(argv))
 
 
 def test_offline_then_on_policy_distillation_into_a_smaller_fresh_student(guessing_model_dir, tmp_path):

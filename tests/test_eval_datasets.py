@@ -1,4 +1,4 @@
-"""eval/datasets.py: registry names with their field maps (checked against local stand-ins, since the Hub
+"""tasks/datasets.py: registry names with their field maps (checked against local stand-ins, since the Hub
 is out of reach), synthetic levels, local paths, and the errors for unknown names."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 from datasets import Dataset
 
-from data_filters.schema import DatasetNotFoundError
-from eval import datasets as eval_datasets
-from eval.datasets import REGISTRY, gsm8k_final_answer, load_eval_dataset
+from tasks import datasets as eval_datasets
+from tasks.datasets import REGISTRY, gsm8k_final_answer, load_eval_dataset
+from tasks.schema import DatasetNotFoundError
 
 
 @pytest.mark.parametrize(
@@ -50,7 +50,7 @@ def test_registry_field_maps_produce_schema_rows(name, monkeypatch):
 def test_synthetic_levels_are_the_held_out_split():
     rows = load_eval_dataset("synthetic:2-3", num_rows=7)
     assert len(rows) == 14 and sorted(set(rows["difficulty"])) == [2, 3]
-    from data_filters.synthetic import split_of
+    from tasks.synthetic import split_of
 
     assert all(split_of(row["prompt"][-1]["content"]) == "eval" for row in rows)
 

@@ -19,7 +19,7 @@ from recipes import distill
 from recipes import rejection_sampling as rs
 from recipes.common.config import parse_recipe_args
 from recipes.common.fingerprint import changes
-from recipes.common.traces import write_jsonl
+from tasks.files import write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 
@@ -45,8 +45,7 @@ def stand_ins(monkeypatch):
 
     for module in (distill, rs):
         monkeypatch.setattr(module, "collect_traces", collect)
-        monkeypatch.setattr(module, "make_trace_sampler", lambda *a, **k: object())
-        monkeypatch.setattr(module, "release", lambda sampler: None)
+        monkeypatch.setattr(module, "make_trace_sampler", lambda *a, **k: SimpleNamespace(close=lambda: None))
         monkeypatch.setattr(module, "evaluate_pass_at_1", lambda *a, **k: None)
         monkeypatch.setattr(module, "train_sft", train)
     return calls

@@ -12,10 +12,10 @@ import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 from trl import GRPOConfig, ModelConfig
 
-from data_filters.synthetic import generate_rows
 from recipes import grpo
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.monitor import RLVRMonitor
+from tasks.synthetic import generate_rows
 
 SMALL = [
     "--max_steps", "2", "--num_generations", "4", "--per_device_train_batch_size", "8",

@@ -1,8 +1,9 @@
-"""The dependency rule of DESIGN.md, checked on the source: rewards <- eval <- data_filters <- recipes,
-nothing imports scripts/, and rewards imports none of the others.
+"""The dependency rule of DESIGN.md, checked on the source, with no exceptions:
 
-One refinement: eval loads its datasets through data_filters.schema and data_filters.synthetic, two
-leaf modules that import nothing from eval or recipes, so no cycle can form.
+    rewards <- tasks <- eval <- data_filters <- recipes <- scripts/
+
+Each package imports only itself and the packages below it; nothing imports scripts/ or tests/.
+Imports inside functions count too: a lazy import that runs up the layers is still an arrow up.
 """
 
 from __future__ import annotations
@@ -10,23 +11,25 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
-PACKAGES = ("rewards", "eval", "data_filters", "recipes")
-EVAL_MAY_USE = {"data_filters.schema", "data_filters.synthetic", "data_filters.arithmetic"}
+LAYERS = ("rewards", "tasks", "eval", "data_filters", "recipes", "scripts")
+OURS = (*LAYERS, "tests")
 
 
 def project_imports(path: Path) -> set[str]:
-    """Modules of this project that a file imports, anywhere in it (lazy imports inside functions too)."""
+    """Top-level names of this project's packages that a file imports, anywhere in it (lazy imports too)."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            names = [node.module]
         else:
             continue
-        found |= {name for name in names if name.split(".")[0] in (*PACKAGES, "scripts")}
+        found |= {name.split(".")[0] for name in names if name.split(".")[0] in OURS}
     return found
 
 
@@ -34,32 +37,33 @@ def files_of(package: str) -> list[Path]:
     return sorted((REPO / package).rglob("*.py"))
 
 
-def test_rewards_imports_none_of_the_others():
-    for path in files_of("rewards"):
-        assert {name.split(".")[0] for name in project_imports(path)} <= {"rewards"}, path
+def allowed(package: str) -> set[str]:
+    """The package itself and every layer below it."""
+    return set(LAYERS[: LAYERS.index(package) + 1])
 
 
-def in_leaf_loaders(name: str) -> bool:
-    return name == "data_filters" or any(name == module or name.startswith(module + ".") for module in EVAL_MAY_USE)
+@pytest.mark.parametrize("package", LAYERS)
+def test_every_import_points_down(package):
+    assert files_of(package), f"no sources under {package}/"
+    bad = [
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in files_of(package)
+        for name in sorted(project_imports(path) - allowed(package))
+    ]
+    assert not bad, "imports that run up the layers:\n" + "\n".join(bad)
 
 
-def test_eval_uses_only_rewards_and_the_leaf_loaders():
-    for path in files_of("eval"):
-        for name in project_imports(path):
-            assert name.split(".")[0] in ("rewards", "eval") or in_leaf_loaders(name), f"{path} imports {name}"
+def test_the_rule_catches_an_arrow_up(tmp_path):
+    """The checker itself: a lazy import of eval from the task layer is found."""
+    source = tmp_path / "leaf.py"
+    source.write_text("def load():\n    from eval.runner import sample_and_score\n    import tests.conftest\n")
+    assert project_imports(source) - allowed("tasks") == {"eval", "tests"}
 
 
-def test_the_leaf_loaders_import_nothing_above_them():
-    leaves = [REPO / (module.replace(".", "/") + ".py") for module in EVAL_MAY_USE]
-    for path in [*leaves, REPO / "data_filters" / "__init__.py"]:  # importing a leaf runs the package's __init__
-        for name in project_imports(path):
-            assert name.split(".")[0] == "rewards" or in_leaf_loaders(name), f"{path} imports {name}"
-
-
-def test_data_filters_never_imports_recipes_and_nothing_imports_scripts():
-    for package in PACKAGES:
-        for path in files_of(package):
-            names = project_imports(path)
-            assert not any(name.split(".")[0] == "scripts" for name in names), path
-            if package != "recipes":
-                assert not any(name.split(".")[0] == "recipes" for name in names), path
+def test_every_package_is_installed_and_described():
+    """Each library layer is in pyproject's packages.find and says in its docstring what it may import."""
+    pyproject = (REPO / "pyproject.toml").read_text()
+    for package in LAYERS[:-1]:
+        assert f'"{package}*"' in pyproject, package
+        docstring = ast.get_docstring(ast.parse((REPO / package / "__init__.py").read_text())) or ""
+        assert "May import" in docstring, f"{package}/__init__.py does not say what it may import"

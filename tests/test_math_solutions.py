@@ -20,7 +20,7 @@ import logging
 import pytest
 
 from rewards.math import verify_batch
-from tests.support.written_solutions import aime_solutions, math_solutions, one_edit, other_gold_pairs
+from scripts.bench.written_solutions import aime_solutions, math_solutions, one_edit, other_gold_pairs
 
 TWO_VALUES = "the problem asks for all values; the solution boxes them together, the gold kept only the last"
 GOLD_ERRORS = {

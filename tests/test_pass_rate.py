@@ -24,8 +24,8 @@ from data_filters.pass_rate import (
     no_think_filter,
     pass_rate_filter,
 )
-from data_filters.schema import build_prompt
 from eval.sampler import Sample, SamplingParams
+from tasks.rows import build_prompt
 from tests.conftest import build_once
 from tests.support.guessing_model import build_guessing_model
 
@@ -212,8 +212,8 @@ def boxed_number(text: str) -> str | None:
 def test_real_sampling_with_the_tiny_model(guessing_model_dir, tiny_tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from data_filters.synthetic import generate_rows
     from eval.sampler import TransformersSampler
+    from tasks.synthetic import generate_rows
 
     guessing_model = AutoModelForCausalLM.from_pretrained(guessing_model_dir)
     rows = generate_rows([1, 2], 3, seed=5)

@@ -7,7 +7,7 @@ import torch
 
 
 def _texts(tokenizer) -> list[str]:
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     rows = generate_rows([1, 2, 3], 8, seed=5)
     return [

@@ -17,13 +17,13 @@ import json
 import pytest
 from trl import GRPOConfig, ModelConfig, SFTConfig
 
-from data_filters.synthetic import generate_rows
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.model import ModelNotFoundError, adapter_base, resolve_model_path
 from recipes.common.sft_training import LossMaskError, as_prompt_completion
-from recipes.common.traces import write_jsonl
+from tasks.files import write_jsonl
+from tasks.synthetic import generate_rows
 
 SFT_SMALL = [
     "--max_steps", "2", "--per_device_train_batch_size", "4", "--dataset_num_rows", "4", "--save_strategy", "no",
@@ -33,7 +33,7 @@ SFT_SMALL = [
 
 def sft_args(model, out, *extra):
     argv = ["--model_name_or_path", str(model), "--output_dir", str(out), *SFT_SMALL, *extra]
-    return parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv)
+    return sft.make_parser().parse_args(argv)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_an_sft_lora_adapter_folder_is_a_model_for_every_other_stage(smol_adapte
         "--dataset_num_rows", "4", "--dataset_name", "synthetic:1-2", "--save_strategy", "no", "--use_cpu", "true",
         "--disable_tqdm", "true", "--use_peft", "true", "--lora_r", "4", "--dynamic_sampling", "false",
     ]  # fmt: skip
-    grpo.main(*parse_recipe_args((grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), grpo.DEFAULT_CONFIG, argv))
+    grpo.main(*grpo.make_parser().parse_args(argv))
     assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
 
     # eval.evaluate samples from it
@@ -166,7 +166,7 @@ def test_dynamic_sampling_and_the_monitor_read_variance_from_the_accuracy_reward
 
 def test_eval_reads_an_unboxed_answer_only_when_asked():
     from eval import evaluate
-    from eval.runner import score_completions
+    from rewards.verdicts import score_completions
 
     row = {"id": "r", "answer": "5", "verifier": "math"}
     text = "2 plus 3 makes 5.\nAnswer: 5"

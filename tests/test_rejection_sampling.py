@@ -14,12 +14,11 @@ import json
 from pathlib import Path
 
 import pytest
-from trl import ModelConfig, SFTConfig
 
 from recipes import rejection_sampling as rs
-from recipes.common.config import parse_recipe_args
-from recipes.common.traces import completion_key, read_jsonl, write_jsonl
+from recipes.common.traces import completion_key
 from rewards.math import verify
+from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 
@@ -32,7 +31,7 @@ def sevens(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def parse(*argv: str):
-    return parse_recipe_args((rs.RejectionSamplingArguments, SFTConfig, ModelConfig), rs.DEFAULT_CONFIG, list(argv))
+    return rs.make_parser().parse_args(list(argv))
 
 
 def small_run(model: Path, train: Path, held_out: Path, out: Path, *extra: str):

@@ -10,7 +10,8 @@ import types
 import pytest
 import torch
 
-from eval.sampler import SamplingParams, SeededRowSampling, TransformersSampler, make_sampler, sample_seed
+from eval.row_sampling import SeededRowSampling
+from eval.sampler import SamplingParams, TransformersSampler, make_sampler, sample_seed
 
 PROMPTS = [[{"role": "user", "content": "a=1 b=a. Find b."}], [{"role": "user", "content": "c=5. Find c."}], "raw text"]
 KEYS = ["p1", "p2", "p3"]
@@ -131,3 +132,13 @@ def test_vllm_backend_maps_parameters_and_outputs(monkeypatch, tiny_tokenizer):
 def test_bad_sampling_parameters_are_rejected(kwargs):
     with pytest.raises(ValueError):
         SamplingParams(**kwargs)
+
+
+def test_close_frees_the_model():
+    """Stages free a sampler's model with close() before loading the next model (recipes/rejection_sampling.py)."""
+    from types import SimpleNamespace
+
+    sampler = TransformersSampler(model=object(), tokenizer=SimpleNamespace(pad_token_id=0))
+    sampler.close()
+    assert sampler.model is None
+    sampler.close()  # twice is harmless

@@ -8,7 +8,7 @@ import json
 import pytest
 from datasets import Dataset
 
-from data_filters.schema import DataArguments, DatasetNotFoundError, SchemaError, load_rows, load_rows_with_report
+from tasks.schema import DataArguments, DatasetNotFoundError, SchemaError, load_rows, load_rows_with_report
 
 
 def write_jsonl(path, rows):

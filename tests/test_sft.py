@@ -60,9 +60,7 @@ def test_a_short_run_trains_and_saves_a_loadable_model_with_its_run_card(tiny_mo
         "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--max_steps", "6",
         "--dataset_num_rows", "16", "--save_strategy", "no", "--logging_steps", "2", "--learning_rate", "3e-3",
     ]  # fmt: skip
-    script_args, training_args, model_args = parse_recipe_args(
-        (sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv
-    )
+    script_args, training_args, model_args = sft.make_parser().parse_args(argv)
     assert training_args.bf16 is False and training_args.gradient_checkpointing is False  # from the demo YAML
     assert script_args.dataset_name == "synthetic:1-4"
     sft.main(script_args, training_args, model_args)
@@ -143,9 +141,9 @@ def test_uncached_hub_model_offline_is_explained(monkeypatch):
 
 def test_cold_start_lifts_pass_at_1_from_zero_and_the_model_stops_with_eos(tiny_model_dir, trained_tiny_model_dir):
     """The shared 300-step fixture (150 problems x 8 samples) against the untrained model (x 1: it never answers)."""
-    from data_filters.synthetic import generate_rows
     from eval.runner import sample_and_score
     from eval.sampler import SamplingParams, TransformersSampler
+    from tasks.synthetic import generate_rows
 
     rows = generate_rows([1, 2, 3], 50, seed=0, split="eval")  # levels it was trained on, problems it never saw
     measured = {}
@@ -171,7 +169,7 @@ def short_run(model_dir, out, *extra: str):
         "--model_name_or_path", str(model_dir), "--output_dir", str(out), "--max_steps", "3",
         "--dataset_num_rows", "16", "--save_strategy", "no", "--logging_steps", "1", *extra,
     ]  # fmt: skip
-    return parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv)
+    return sft.make_parser().parse_args(argv)
 
 
 def test_packing_trains_on_packed_rows(tiny_model_dir, tmp_path):

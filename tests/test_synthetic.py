@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from data_filters import synthetic
-from data_filters.synthetic import generate_rows, make_problem, parse_levels
+from tasks import synthetic
+from tasks.synthetic import generate_rows, make_problem, parse_levels
 
 ASSIGNMENT = re.compile(r"^([a-z])=([a-z]|\d+)$")
 

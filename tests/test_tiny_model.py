@@ -10,8 +10,8 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from data_filters.synthetic import generate_rows
 from recipes.common.tiny_model import TinyModelSpec, build_tiny_model, character_vocabulary
+from tasks.synthetic import generate_rows
 from tests.conftest import REPO
 
 

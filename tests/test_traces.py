@@ -8,13 +8,7 @@ import random
 import pytest
 
 from eval.sampler import Sample
-from recipes.common.traces import (
-    TraceArguments,
-    add_answer_hint,
-    collect_traces,
-    mentions_hint,
-    select_samples,
-)
+from recipes.common.traces import TraceArguments, add_answer_hint, collect_traces, mentions_hint, select_samples
 
 
 def sample(text: str, correct: bool | None = True, tokens: int | None = None, finish: str = "stop") -> dict:

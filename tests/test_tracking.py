@@ -8,10 +8,8 @@ import re
 import struct
 
 import pytest
-from trl import ModelConfig, SFTConfig
 
 from recipes import plot_curves, sft
-from recipes.common.config import parse_recipe_args
 from tests.conftest import REPO
 
 
@@ -48,7 +46,7 @@ def test_a_tensorboard_run_writes_its_curves_offline(tiny_model_dir, tmp_path):
         "--logging_steps", "1", "--dataset_num_rows", "8", "--per_device_train_batch_size", "4",
         "--save_strategy", "no", "--report_to", "tensorboard", "--disable_tqdm", "true",
     ]  # fmt: skip
-    sft.main(*parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), sft.DEFAULT_CONFIG, argv))
+    sft.main(*sft.make_parser().parse_args(argv))
     event_files = list(out.rglob("events.out.tfevents.*"))
     assert event_files, sorted(str(p) for p in out.rglob("*"))
     scalars: dict = {}

@@ -10,12 +10,10 @@ import subprocess
 import sys
 
 import pytest
-from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from eval import evaluate
 from recipes import distill, grpo, sft
 from recipes.common import config
-from recipes.common.config import run_recipe_cli
 from tests.conftest import REPO
 
 
@@ -25,15 +23,10 @@ def must_not_run(*args):
 
 def cli_error(capsys, monkeypatch, recipe, argv: list[str], main=must_not_run) -> str:
     """Run a recipe's command line in this process; return its one error line (and check that it is one)."""
-    types = {
-        grpo: (grpo.GRPOScriptArguments, GRPOConfig, ModelConfig),
-        sft: (sft.SFTScriptArguments, SFTConfig, ModelConfig),
-        distill: (distill.DistillScriptArguments, SFTConfig, ModelConfig),
-    }
-    monkeypatch.setattr(sys, "argv", [recipe.__file__, *argv])
     monkeypatch.setattr(config, "setup_logging", lambda: None)  # keep pytest's log handlers
+    monkeypatch.setattr(recipe, "main", main)
     with pytest.raises(SystemExit) as exit_info:
-        run_recipe_cli(main, types[recipe], recipe.DEFAULT_CONFIG)
+        recipe.cli(argv)  # the recipe's command line, as `python recipes/<name>.py ARGV` runs it
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("error:")]

@@ -102,3 +102,15 @@ def validate_config(*configs) -> None:
                     f"resume_from_checkpoint {resume!r} does not exist; give a checkpoint-* folder, or 'true' for "
                     "the newest one in output_dir"
                 )
+
+
+def require_single_process(recipe: str) -> None:
+    """Sampling and its files belong to one process: under a multi-process launch every process would sample
+    the same problems and write the same files. vLLM spreads one process over GPUs (tensor parallelism)."""
+    processes = launched_processes()[0]  # from the launcher's environment: a CPU launch may not form a group
+    if processes > 1:
+        raise ConfigError(
+            f"{recipe} runs as one process (found {processes}): start it with `python recipes/{recipe}.py`, with "
+            "sampling_backend: vllm to use several GPUs. For a large SFT, train on its dataset.jsonl with "
+            "`accelerate launch recipes/sft.py --dataset_name <output_dir>/.../dataset.jsonl`."
+        )

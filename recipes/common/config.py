@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.common.checks import ConfigError, check_launch, validate_config
@@ -221,8 +222,8 @@ def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
     Known input mistakes: a model or dataset that cannot be found, a row that breaks the schema, a config
     value, and the recipe's own `user_errors`. Anything else is a bug and keeps its traceback.
     """
-    from data_filters.schema import DatasetNotFoundError, SchemaError
     from recipes.common.model import ModelNotFoundError
+    from tasks.schema import DatasetNotFoundError, SchemaError
 
     try:
         return main(*parsed_args)
@@ -235,11 +236,13 @@ def _exit_with(error: Exception):
     raise SystemExit(2) from None
 
 
-def run_recipe_cli(main, dataclass_types: tuple, default_config: str | Path, user_errors: tuple = ()):
+def run_recipe_cli(
+    main, dataclass_types: tuple, default_config: str | Path, user_errors: tuple = (), argv: list[str] | None = None
+):
     """A recipe's command line: parse and check the config (one line, exit 2, on a mistake), then run."""
     setup_logging()
     try:
-        parsed = parse_recipe_args(dataclass_types, default_config)
+        parsed = parse_recipe_args(dataclass_types, default_config, argv)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
         _exit_with(error)
     try:
@@ -261,3 +264,23 @@ def end_process_group() -> None:
             dist.barrier()
         finally:
             dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class RecipeParser:
+    """A recipe's command line as one object (what each recipe's `make_parser()` returns), so the demo, the
+    benchmarks and the tests parse a recipe's flags exactly as `python recipes/<name>.py` does.
+
+    `parse_args(argv)` gives the recipe's dataclasses (raising ConfigError/ValueError on a mistake);
+    `run(main, argv)` is the command line itself: one line and exit code 2 on a user's mistake.
+    """
+
+    dataclass_types: tuple
+    default_config: str | Path
+    user_errors: tuple = ()
+
+    def parse_args(self, argv: list[str] | None = None) -> tuple:
+        return parse_recipe_args(self.dataclass_types, self.default_config, argv)
+
+    def run(self, main, argv: list[str] | None = None):
+        return run_recipe_cli(main, self.dataclass_types, self.default_config, self.user_errors, argv)

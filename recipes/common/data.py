@@ -6,7 +6,7 @@ import hashlib
 import logging
 import re
 
-from data_filters.schema import SchemaError
+from tasks.schema import SchemaError
 
 logger = logging.getLogger(__name__)
 

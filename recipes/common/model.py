@@ -189,9 +189,17 @@ def save_for_inference(trainer, output_dir: str | Path, tokenizer=None, merge_lo
     if merge_lora and hasattr(unwrapped, "merge_and_unload"):
         merged = unwrapped.merge_and_unload()
         if trainer.accelerator.is_main_process:
-            merged.save_pretrained(output_dir)
-            (tokenizer or trainer.processing_class).save_pretrained(output_dir)
+            save_model_for_inference(merged, tokenizer or trainer.processing_class, output_dir)
         logger.info("LoRA adapter merged into the base weights")
     else:
         trainer.save_model(output_dir)  # the model (or its adapter) and, as processing_class, the tokenizer
+    return Path(output_dir)
+
+
+def save_model_for_inference(model, tokenizer, output_dir: str | Path) -> Path:
+    """Save a model built or changed outside a trainer (a merged adapter, a pruned student, a converted
+    checkpoint) with its KV cache on, beside its tokenizer: the one place such a model is written."""
+    model.config.use_cache = True
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
     return Path(output_dir)

@@ -109,13 +109,14 @@ def convert_gguf(gguf_path: Path, output_dir: Path) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+    from recipes.common.model import save_model_for_inference
+
     folder, name = str(gguf_path.parent), gguf_path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
     if hasattr(config, "quantization_config"):
         del config.quantization_config  # the weights we write are plain float32: nothing to dequantise on load
-    config.use_cache = True
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     missing, unexpected = model.load_state_dict(loaded.state_dict(), strict=False)
     missing = [key for key in missing if not (config.tie_word_embeddings and key == "lm_head.weight")]
@@ -131,8 +132,7 @@ def convert_gguf(gguf_path: Path, output_dir: Path) -> int:
         pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
     )
     output_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(output_dir)
-    tokenizer.save_pretrained(output_dir)
+    save_model_for_inference(model, tokenizer, output_dir)
     return sum(parameter.numel() for parameter in model.parameters())
 
 

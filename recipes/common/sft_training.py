@@ -14,6 +14,7 @@ import copy
 import logging
 from pathlib import Path
 
+from recipes.common.checkpoints import resume_point
 from recipes.common.model import adapter_base, load_model, load_tokenizer, save_for_inference
 from recipes.common.run_card import write_run_card
 
@@ -111,27 +112,6 @@ def as_prompt_completion(conversations, training_args):
     return conversations.map(split, remove_columns=conversations.column_names, desc="to prompt/completion")
 
 
-def _resume_point(training_args, output_dir: str) -> str | None:
-    """`resume_from_checkpoint`: a path, or "true"/"last" for the newest checkpoint in `output_dir`."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    resume = training_args.resume_from_checkpoint
-    has_checkpoint = Path(output_dir).is_dir() and get_last_checkpoint(output_dir) is not None
-    if isinstance(resume, str) and resume.lower() in ("true", "last"):
-        if not has_checkpoint:
-            logger.info("resume_from_checkpoint=%s: %s holds no checkpoint yet, starting afresh", resume, output_dir)
-            return None
-        resume = get_last_checkpoint(output_dir)
-        logger.info("resuming from %s", resume)
-        return resume
-    if resume is None and has_checkpoint:
-        logger.warning(
-            "%s holds checkpoints; this run starts afresh. Pass --resume_from_checkpoint true to continue instead.",
-            output_dir,
-        )
-    return resume
-
-
 def train_sft(
     model_path: str,
     conversations,
@@ -182,7 +162,7 @@ def train_sft(
         peft_config=get_peft_config(model_args),
     )
     logger.info("SFT of %s on %d conversations -> %s", model_path, len(conversations), output_dir)
-    trainer.train(resume_from_checkpoint=_resume_point(training_args, output_dir))
+    trainer.train(resume_from_checkpoint=resume_point(training_args, output_dir))
 
     save_for_inference(trainer, output_dir, tokenizer, merge_lora)
     if trainer.accelerator.is_main_process:

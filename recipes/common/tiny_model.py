@@ -6,7 +6,7 @@ work on a laptop in minutes, so the project makes its own model, locally and det
 * the tokenizer is built with the `tokenizers` library from a fixed vocabulary of 130 tokens: a handful
   of special tokens, `<think>` / `</think>`, the 26 assignment keys `a=` .. `z=`, and every printable
   ASCII character plus newline as its own token. Character level keeps the vocabulary tiny; the
-  assignment keys make a lookup in the synthetic task (data_filters/synthetic.py) a single
+  assignment keys make a lookup in the synthetic task (tasks/synthetic.py) a single
   induction step (find the earlier `r=`, copy what follows it), which a model this small learns in
   about a thousand SFT steps (with `r` and `=` as two tokens it had not learned it after 2000);
 * the chat template ends every turn, assistant turns included, with the EOS token and wraps the

@@ -19,15 +19,15 @@ stored with the ORIGINAL prompt, so the model learns to reach the answer without
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from data_filters.dedup import normalized_text
 from eval.runner import sample_and_score, summarize_by_difficulty
 from eval.sampler import SamplingParams
+from rewards.verdicts import verifier_of
+from tasks.text import normalized_text
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ def _training_row(row: dict, sample: dict, rationalized: bool) -> dict:
         "prompt": row["prompt"],  # always the original prompt: a rationalised sample is stored without its hint
         "solution": sample["text"],
         "answer": row.get("answer"),
-        "verifier": row.get("verifier") or "math",
+        "verifier": verifier_of(row),
         "difficulty": row.get("difficulty"),
         "num_tokens": sample.get("num_tokens"),
         "correct": sample.get("correct"),
@@ -245,41 +245,10 @@ def evaluate_pass_at_1(sampler, rows: list[dict], args: TraceArguments, seed: in
     }
 
 
-def require_single_process(recipe: str) -> None:
-    """Sampling and its files belong to one process: under a multi-process launch every process would sample
-    the same problems and write the same files. vLLM spreads one process over GPUs (tensor parallelism)."""
-    from recipes.common.checks import ConfigError, launched_processes
-
-    processes = launched_processes()[0]  # from the launcher's environment: a CPU launch may not form a group
-    if processes > 1:
-        raise ConfigError(
-            f"{recipe} runs as one process (found {processes}): start it with `python recipes/{recipe}.py`, with "
-            "sampling_backend: vllm to use several GPUs. For a large SFT, train on its dataset.jsonl with "
-            "`accelerate launch recipes/sft.py --dataset_name <output_dir>/.../dataset.jsonl`."
-        )
-
-
 def make_trace_sampler(args: TraceArguments, model_path: str | Path):
     from eval.sampler import make_sampler
 
     return make_sampler(args.sampling_backend, str(model_path), batch_size=args.sampling_batch_size)
-
-
-def release(sampler) -> None:
-    """Free a sampler's model before the next stage loads another (matters for GPU memory)."""
-    import gc
-
-    for attribute in ("model", "llm"):  # TransformersSampler, VLLMSampler
-        if hasattr(sampler, attribute):
-            setattr(sampler, attribute, None)
-    gc.collect()
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
 
 
 # ---------------------------------------------------------------- data in and out
@@ -287,7 +256,7 @@ def release(sampler) -> None:
 
 def load_eval_rows(args) -> list[dict]:
     """Held-out rows: `eval_dataset_name` (all of its `eval_split`), else the training source's `eval_split`."""
-    from data_filters.schema import load_rows
+    from tasks.schema import load_rows
 
     if args.eval_samples_per_problem == 0:
         return []
@@ -300,34 +269,6 @@ def load_eval_rows(args) -> list[dict]:
         )
     source = replace(args, dataset_name=name, dataset_num_rows=args.eval_num_rows, dataset_split=args.eval_split)
     return list(load_rows(source))
-
-
-def write_jsonl(path: str | Path, rows: list[dict]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w") as handle:
-        for row in rows:
-            handle.write(json.dumps(row) + "\n")
-    tmp.replace(path)  # a crash mid-write leaves no half file that a resumed run would trust
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    with Path(path).open() as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
-def write_json(path: str | Path, data: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
-
-
-def read_json(path: str | Path) -> dict | None:
-    path = Path(path)
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def to_conversations(kept: list[dict], source: str):

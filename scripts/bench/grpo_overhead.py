@@ -35,11 +35,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# Run as a script, this folder comes first on sys.path and its eval.py / code.py would shadow our `eval`
-# package and the standard library's `code`: the repository root takes its place (imported, e.g. by a
-# test, the module leaves sys.path as it finds it apart from adding the root).
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
-if str(REPO) not in sys.path:
+if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
@@ -155,53 +151,35 @@ def bare_rewards(specs: list[dict]) -> list:
 
 
 def parse_config(config: Path, model: Path, output_dir: Path, steps: int):
-    from trl import GRPOConfig, ModelConfig
-
+    """recipes/grpo.py's own command line (make_parser) with the benchmark's overrides."""
     from recipes import grpo
-    from recipes.common.config import parse_recipe_args
 
     overrides = [
         "--config", str(config), "--model_name_or_path", str(model), "--output_dir", str(output_dir),
         "--max_steps", str(steps), "--dynamic_sampling", "false", "--logging_steps", "1",
         "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true", "--use_cpu", "true",
     ]  # fmt: skip
-    script_args, training_args, model_args = parse_recipe_args(
-        (grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), grpo.DEFAULT_CONFIG, overrides
-    )
-    # What recipes/grpo.py's main does to the config; the bare arm gets the same GRPOConfig.
-    training_args.generation_kwargs = {"use_cache": True, **(training_args.generation_kwargs or {})}
-    return script_args, training_args, model_args
+    return grpo.make_parser().parse_args(overrides)
 
 
 def build_trainer(arm: str, args, output_dir: Path, clock: StepClock):
-    """One arm's trainer, on a fresh copy of the model from disk."""
+    """One arm's trainer, on a fresh copy of the model from disk: ours is the recipe's own (grpo.build_trainer)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import GRPOTrainer
 
-    from data_filters.schema import load_rows
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
-    from recipes.common.model import load_model, load_tokenizer
-    from recipes.common.monitor import RLVRMonitor
+    from recipes import grpo
     from rewards import build_rewards
+    from tasks.schema import load_rows
 
     model = args.model
     script_args, training_args, model_args = parse_config(args.config, model, output_dir, args.warmup + args.steps)
-    rows = load_rows(script_args)
-    registry_functions, weights = build_rewards(script_args.rewards)
-    training_args.reward_weights = weights
     if arm == "ours":
-        monitor = RLVRMonitor(training_args.output_dir, script_args.monitor_std_threshold, script_args.monitor_patience)
-        trainer = RLVRGRPOTrainer(
-            model=load_model(str(model), model_args, training_args),
-            reward_funcs=registry_functions,
-            args=training_args,
-            train_dataset=rows,
-            processing_class=load_tokenizer(str(model)),
-            callbacks=[monitor, clock],
-            dynamic_sampling=False,
-            curriculum=None,
-        )
+        trainer = grpo.build_trainer(script_args, training_args, model_args, callbacks=(clock,)).trainer
     else:
+        grpo.use_kv_cache(training_args)  # what the recipe does to the config: both arms get the same GRPOConfig
+        rows = load_rows(script_args)
+        registry_functions, weights = build_rewards(script_args.rewards)
+        training_args.reward_weights = weights
         functions = registry_functions if args.bare_rewards == "registry" else bare_rewards(script_args.rewards)
         trainer = GRPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, model_args.dtype or "float32")),
@@ -241,18 +219,14 @@ def run_pair(args, scratch: Path, order: tuple[str, str]) -> dict[str, StepClock
     return clocks
 
 
-def ensure_model(model: Path) -> None:
-    if (model / "config.json").is_file():
-        return
-    from recipes.sft import run_default_cold_start
-
-    print(f"{model} is missing: building the cold-start model with recipes/sft.py's demo config (~5 min)")
-    run_default_cold_start(str(model))
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="the cold-start model (built if missing)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        default=DEFAULT_MODEL,
+        help="the cold-start model (built if missing at the demo's own path, run from the repo root)",
+    )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="a recipes/grpo.py YAML config")
     parser.add_argument("--repeats", type=int, default=2, help="pairs of fresh trainers; who goes first alternates")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per arm and repeat")
@@ -270,7 +244,9 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
-    ensure_model(args.model)
+    from recipes.common.model import resolve_model_path
+
+    resolve_model_path(str(args.model), if_missing="cold_start")  # the demo's cold start, built when missing
     seconds: dict[str, list[float]] = {"ours": [], "bare": []}
     paired: list[float] = []  # ours / bare for the same step of the same repeat: the same work, moments apart
     agree = True

@@ -1,7 +1,7 @@
 """Run every benchmark under scripts/bench and gather their headline ratios into one table.
 
     python scripts/bench/run_all.py                      # all of them (about an hour on 2 cores)
-    python scripts/bench/run_all.py --only rewards eval  # some of them
+    python scripts/bench/run_all.py --only bench_rewards bench_eval  # some of them
     python scripts/bench/run_all.py --skip sample_efficiency
 
 Each benchmark runs in its own process (one at a time: they measure speed) with its own defaults; its
@@ -26,16 +26,20 @@ REPO = HERE.parents[1]
 # What each benchmark compares, for the table. A new file under scripts/bench runs too, described by its
 # docstring's first line.
 DESCRIPTIONS = {
-    "rewards": "math_accuracy vs a plain math-verify loop: completions/s and worst latency",
-    "code": "code sandbox: programs/s with the sound judge of issue 15 vs the harness before it",
-    "eval": "batched sampler vs one generate() per sample: completions/s",
+    "bench_rewards": "math_accuracy vs a plain math-verify loop: completions/s and worst latency",
+    "bench_code": "code sandbox: programs/s with the sound judge of issue 15 vs the harness before it",
+    "bench_eval": "batched sampler vs one generate() per sample: completions/s",
     "grpo_overhead": "recipes/grpo.py's trainer vs bare trl.GRPOTrainer: s/step (target <= 1.05)",
     "sample_efficiency": "GRPO, Dr. GRPO, DAPO, DAPO w/o dynamic sampling: held-out pass@1 vs completions sampled",
 }
 
 
+# Modules here that are not benchmarks: this runner, and the adversarial corpus reader bench_rewards uses.
+NOT_BENCHMARKS = ("run_all", "__init__", "adversarial_corpus")
+
+
 def benchmarks() -> list[str]:
-    return sorted(path.stem for path in HERE.glob("*.py") if path.stem not in ("run_all", "__init__"))
+    return sorted(path.stem for path in HERE.glob("*.py") if path.stem not in NOT_BENCHMARKS)
 
 
 def headline(output: str) -> str:

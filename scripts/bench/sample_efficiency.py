@@ -36,11 +36,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-# Run as a script, this folder comes first on sys.path and its eval.py / code.py would shadow our `eval`
-# package and the standard library's `code`: the repository root takes its place (imported, e.g. by a
-# test, the module leaves sys.path as it finds it apart from adding the root).
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
-if str(REPO) not in sys.path:
+if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(REPO))
 
 from eval.metrics import bootstrap_ci  # noqa: E402
@@ -304,17 +300,13 @@ def main(argv: list[str] | None = None) -> dict:
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
-    if not (args.model / "config.json").is_file():
-        from recipes.sft import run_default_cold_start
+    from recipes.common.model import resolve_model_path
 
-        logger.info(
-            "%s is missing: building the cold-start model with recipes/sft.py's demo config (~5 min)", args.model
-        )
-        run_default_cold_start(str(args.model))
+    resolve_model_path(str(args.model), if_missing="cold_start")  # the demo's cold start, built when missing
     args.output_dir.mkdir(parents=True, exist_ok=True)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     rows = generate_rows(EVAL_LEVELS, args.eval_problems, seed=args.seed, split="eval")

@@ -17,7 +17,7 @@ def build_guessing_model(target: Path, base_model_dir: Path, steps: int = 80, ba
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(base_model_dir)
@@ -52,6 +52,6 @@ def build_guessing_model(target: Path, base_model_dir: Path, steps: int = 80, ba
 def rows_with_gold(answer: str, split: str, per_level: int, levels=(1, 2, 3), seed: int = 3) -> list[dict]:
     """Real synthetic problems whose gold answer happens to be `answer`: a set the guessing model solves only
     sometimes (about half the time for "7" or "3"), and that training on its own "7"s would teach it to solve."""
-    from data_filters.synthetic import generate_rows
+    from tasks.synthetic import generate_rows
 
     return [row for row in generate_rows(list(levels), per_level, seed=seed, split=split) if row["answer"] == answer]

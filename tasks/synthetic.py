@@ -33,7 +33,7 @@ SPLITS = ("train", "eval")
 _EVAL_BUCKETS = 8  # one question in 8 belongs to the eval split
 _VARIABLES = string.ascii_lowercase
 # Generated task families by name: `synthetic:<levels>` (this module) and `arithmetic:<levels>`
-# (data_filters.arithmetic, word problems for real pretrained models).
+# (tasks.arithmetic, word problems for real pretrained models).
 _NAME = re.compile(r"^(?P<family>synthetic|arithmetic)(?::(?P<levels>[0-9,\- ]+))?$")
 
 
@@ -128,7 +128,7 @@ def generate_named(name: str, num_per_level: int, seed: int = 0, split: str = "t
     user_template."""
     levels = parse_levels(name)
     if _NAME.match(name.strip()).group("family") == "arithmetic":
-        from data_filters import arithmetic
+        from tasks import arithmetic
 
         return arithmetic.generate_rows(levels, num_per_level, seed=seed, split=split, **prompt_options)
     return generate_rows(levels, num_per_level, seed=seed, split=split, **prompt_options)

@@ -2,7 +2,7 @@
 issue 15 (judge on the trusted side, a root file system built from nothing, a cgroup per run) against
 the one before it (the harness in the program's process, c3d55eb), side by side in one run.
 
-    python scripts/bench/code.py [--limit 164] [--stdio 64] [--repeats 2] [--timeout 10] [--old-rev c3d55eb]
+    python scripts/bench/bench_code.py [--limit 164] [--stdio 64] [--repeats 2] [--timeout 10] [--old-rev c3d55eb]
 
 Two batches, each through both implementations, alternating which goes first, the fastest of `--repeats`
 kept: the HumanEval canonical solutions through `code_binary` (assert-style: one judged run each), and

@@ -17,20 +17,20 @@ first of two null answers, and must not silently carry them into training either
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data_filters import synthetic
+from rewards.verdicts import DEFAULT_VERIFIER, VERIFIERS
+from tasks import synthetic
+from tasks.rows import build_prompt, row_id
 
 logger = logging.getLogger(__name__)
 
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 _EVAL_SPLITS = ("test", "eval", "validation")
-VERIFIERS = ("math", "code")
 ON_ERROR = ("raise", "drop")
 # Schema fields a field map may name, besides the question ('problem', alias 'question') and 'answer'.
 MAPPABLE_FIELDS = ("problem", "answer", "id", "tests", "solution", "difficulty", "verifier", "source", "prompt")
@@ -149,49 +149,6 @@ class SchemaReport:
                 {"row": index, "field": name, "problem": message} for index, name, message in self.problems
             ],
         }
-
-
-def row_id(text: str, prefix: str = "row") -> str:
-    """A stable id from a question's text (used when the source has none)."""
-    return f"{prefix}-{hashlib.sha1(text.encode()).hexdigest()[:12]}"
-
-
-def build_prompt(question: str, system_prompt: str | None = None, user_template: str = "{problem}") -> list[dict]:
-    """Chat messages for one question. `{problem}` is replaced literally, so templates may hold LaTeX braces
-    (R1's "put your final answer within \\boxed{}") without being read as format fields."""
-    prompt = [{"role": "user", "content": user_template.replace("{problem}", question)}]
-    if system_prompt:
-        prompt.insert(0, {"role": "system", "content": system_prompt})
-    return prompt
-
-
-def question_text(row: dict, question_field: str = "problem") -> str:
-    """The bare question of a row (no template): its question column, else its last user message.
-
-    Filters compare questions, never templated prompts: a shared system prompt would make every row look
-    like a duplicate of every other, and like a copy of every evaluation problem.
-    """
-    value = row.get(question_field)
-    if isinstance(value, str) and value.strip():
-        return value
-    messages = row.get("prompt") or row.get("messages")
-    if isinstance(messages, str):
-        return messages
-    for message in reversed(messages or []):
-        if isinstance(message, dict) and message.get("role") == "user" and isinstance(message.get("content"), str):
-            return message["content"]
-    return ""
-
-
-def set_column(dataset, name: str, values: list, dtype: str | None = None, is_list: bool = False):
-    """The dataset with column `name` set to `values` (replaced if present). `dtype` ("string", "float64",
-    "bool", ...) fixes the Arrow type, which Arrow cannot infer from a column of only None or only []."""
-    from datasets import List, Value
-
-    if name in dataset.column_names:
-        dataset = dataset.remove_columns(name)
-    feature = None if dtype is None else (List(Value(dtype)) if is_list else Value(dtype))
-    return dataset.add_column(name, values, feature=feature)
 
 
 def load_rows(args: DataArguments, split: str | None = None):
@@ -378,7 +335,7 @@ def to_schema_with_report(dataset, source: str, args: DataArguments):
             out["id"] = str(source_id)
         verifier = out.get("verifier", row.get("verifier")) or args.verifier
         if not verifier:
-            verifier = "code" if ("tests" in copied or "tests" in columns) else "math"
+            verifier = "code" if ("tests" in copied or "tests" in columns) else DEFAULT_VERIFIER
         out["verifier"] = verifier
         if "source" not in columns and "source" not in copied:
             out["source"] = prefix

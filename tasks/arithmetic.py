@@ -10,7 +10,7 @@ the number outside it) and reliability on two or more steps. That is what a cold
 minutes on a CPU, which is what `make demo-real` shows. Numbers stay small (results 0..200, products of
 one-digit factors), so the task is one of reasoning in steps, not of long arithmetic.
 
-Splits are disjoint by construction, as in data_filters.synthetic: a question is in the eval split exactly
+Splits are disjoint by construction, as in tasks.synthetic: a question is in the eval split exactly
 when a hash of its text falls in the eval bucket.
 """
 
@@ -20,7 +20,7 @@ import hashlib
 import random
 from dataclasses import dataclass
 
-from data_filters.synthetic import split_of
+from tasks.synthetic import split_of
 
 NAMES = ("Mia", "Tom", "Ana", "Leo", "Sara", "Ben", "Ivy", "Omar", "Lena", "Raj", "Nora", "Eli", "Zoe", "Max")
 ITEMS = ("apples", "marbles", "stickers", "books", "coins", "pencils", "cards", "shells", "cookies", "stamps")

@@ -3,13 +3,11 @@
     aime24, aime25, amc23, math500, gsm8k     Hub datasets, with their field maps
     synthetic:<levels>                       the embedded task's held-out split (e.g. synthetic:5, synthetic:1-8)
     humaneval, apps:<file>, codecontests:<file>, livecodebench:<file>
-                                             code sets, scored by the code verifier (eval/code_sets.py)
+                                             code sets, scored by the code verifier (tasks/code_sets.py)
     any local .json / .jsonl / .parquet file or save_to_disk folder
 
-Loading goes through data_filters.schema (the loaders every stage uses). That module and
-data_filters.synthetic import nothing from `eval`, so `eval` may use them without a cycle; the
-filters in data_filters, which use eval's sampler, are the modules that must not be imported here
-(tests/test_layering.py checks the import graph).
+Loading goes through tasks.schema (the loaders every stage uses). This module sits in the task layer,
+under eval, data_filters and recipes, so it imports only tasks and rewards (tests/test_layering.py checks).
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from eval.code_sets import STYLES, is_code_set_name, load_code_set
+from tasks.code_sets import STYLES, is_code_set_name, load_code_set
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +84,8 @@ def load_eval_dataset(
     `question_field`, `answer_field` and `field_map` name the columns of a set that is not in the registry
     (a local file or another Hub set), as DataArguments does for the recipes.
     """
-    from data_filters.schema import DataArguments, DatasetNotFoundError, load_rows
-    from data_filters.synthetic import is_synthetic_name
+    from tasks.schema import DataArguments, DatasetNotFoundError, load_rows
+    from tasks.synthetic import is_synthetic_name
 
     name = name.strip()
     if is_code_set_name(name):

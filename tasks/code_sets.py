@@ -149,7 +149,7 @@ def load_code_set(name: str, num_rows: int | None, system_prompt: str | None, us
     """A named code set (see the module docstring) as a `datasets.Dataset` in the row schema."""
     from datasets import Dataset
 
-    from data_filters.schema import DataArguments, to_schema
+    from tasks.schema import DataArguments, to_schema
 
     if name == "humaneval":
         rows = humaneval_rows()

@@ -1,4 +1,4 @@
-"""Real human-written solutions as completions, for tests/test_math_solutions.py and scripts/bench/rewards.py.
+"""Real human-written solutions as completions, for tests/test_math_solutions.py and scripts/bench/bench_rewards.py.
 
 Each solution ends in its boxed final answer, so it is a correct completion for its own problem's gold.
 Wrong completions are made from the same texts: the solution scored against another problem's gold, and the

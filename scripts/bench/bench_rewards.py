@@ -1,6 +1,6 @@
 """Benchmark: the math_accuracy reward against a plain math-verify loop, side by side in one run, on two mixes.
 
-    python scripts/bench/rewards.py [--data-dir ../shared/data/math] [--limit 6000] [--realistic 2000]
+    python scripts/bench/bench_rewards.py [--data-dir ../shared/data/math] [--limit 6000] [--realistic 2000]
 
 * synthetic mix: completions built from the real gold answers of the shared math sets (AIME, AMC,
   MATH-500 and MATH train): correct ones (the gold boxed after a short reasoning), wrong ones (another
@@ -27,15 +27,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-# Run as a script, this file's folder would come first on sys.path, and this file would shadow the
-# `rewards` package: the repository root takes its place.
 REPO = Path(__file__).resolve().parents[2]
-sys.path[0] = str(REPO)
+if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
+    sys.path.insert(0, str(REPO))
 
 from rewards.math import math_accuracy, start_workers, verify, verify_batch  # noqa: E402
 from rewards.math_pool import shared_pool  # noqa: E402
-from tests.support.adversarial import load_corpus  # noqa: E402
-from tests.support.written_solutions import math_solutions, one_edit  # noqa: E402
+from scripts.bench.adversarial_corpus import load_corpus  # noqa: E402
+from scripts.bench.written_solutions import math_solutions, one_edit  # noqa: E402
 
 SETS = ("aime24.jsonl", "amc.jsonl", "math500.jsonl", "math_train.jsonl")
 PATHOLOGICAL = ["\\boxed{9^{9^{9^{9}}}}", "\\boxed{100000!}", "\\boxed{" + "{" * 300 + "1" + "}" * 300 + "}"]

@@ -1,6 +1,6 @@
 """Benchmark: the batched transformers sampler against a plain loop of one `generate` call per sample.
 
-    python scripts/bench/eval.py [--problems 64] [--n 8] [--max-new-tokens 48] [--model DIR]
+    python scripts/bench/bench_eval.py [--problems 64] [--n 8] [--max-new-tokens 48] [--model DIR]
 
 Both sample the same synthetic prompts at temperature 1 with the same length limit on the tiny model
 (built on the spot unless --model is given), in one process, side by side. Printed: completions per
@@ -16,10 +16,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[0] = str(REPO)  # this folder's eval.py would otherwise shadow the `eval` package
+if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
+    sys.path.insert(0, str(REPO))
 
-from data_filters.synthetic import generate_rows  # noqa: E402
 from eval.sampler import SamplingParams, TransformersSampler, render_prompts  # noqa: E402
+from tasks.synthetic import generate_rows  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> dict:

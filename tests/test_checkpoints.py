@@ -1,0 +1,55 @@
+"""Where a run starts (recipes/common/checkpoints.py): one rule for every recipe. `resume_from_checkpoint true`
+continues from the newest checkpoint and starts afresh when there is none; GRPO raised there before."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from recipes import grpo
+from recipes.common.checkpoints import resume_point
+
+
+def make_checkpoints(folder, *steps):
+    for step in steps:
+        (folder / f"checkpoint-{step}").mkdir(parents=True)
+        (folder / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+
+
+def test_true_takes_the_newest_checkpoint_by_step_not_by_name(tmp_path):
+    make_checkpoints(tmp_path, 2, 10, 9)
+    assert resume_point(SimpleNamespace(resume_from_checkpoint="true"), str(tmp_path)) == str(
+        tmp_path / "checkpoint-10"
+    )
+    assert resume_point(SimpleNamespace(resume_from_checkpoint="LAST"), str(tmp_path)) == str(
+        tmp_path / "checkpoint-10"
+    )
+
+
+def test_true_without_a_checkpoint_starts_afresh(tmp_path):
+    assert resume_point(SimpleNamespace(resume_from_checkpoint="true"), str(tmp_path)) is None
+    assert resume_point(SimpleNamespace(resume_from_checkpoint="true"), str(tmp_path / "not-yet")) is None
+
+
+def test_a_path_or_nothing_is_taken_as_given(tmp_path):
+    make_checkpoints(tmp_path, 3)
+    given = str(tmp_path / "checkpoint-3")
+    assert resume_point(SimpleNamespace(resume_from_checkpoint=given), str(tmp_path)) == given
+    assert resume_point(SimpleNamespace(resume_from_checkpoint=None), str(tmp_path)) is None
+
+
+def test_grpo_follows_the_same_rule(tmp_path, monkeypatch):
+    """grpo.main with `resume true` and an empty output_dir trains from the start (it raised ValueError before)."""
+    trained = []
+    trainer = SimpleNamespace(
+        train=lambda resume_from_checkpoint: trained.append(resume_from_checkpoint),
+        accelerator=SimpleNamespace(is_main_process=False),
+    )
+    built = grpo.BuiltTrainer(trainer, SimpleNamespace(warnings=[]), "model", None, [])
+    monkeypatch.setattr(grpo, "build_trainer", lambda *args, **kwargs: built)
+    monkeypatch.setattr(grpo, "save_for_inference", lambda *args, **kwargs: None)
+    script = SimpleNamespace(merge_lora=False)
+    training = SimpleNamespace(seed=0, output_dir=str(tmp_path / "out"), resume_from_checkpoint="true")
+    assert grpo.main(script, training, SimpleNamespace()) == tmp_path / "out"
+    make_checkpoints(tmp_path / "out", 4)
+    grpo.main(script, training, SimpleNamespace())
+    assert trained == [None, str(tmp_path / "out" / "checkpoint-4")]
