@@ -16,11 +16,10 @@ when a hash of its text falls in the eval bucket.
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass
 
-from tasks.synthetic import split_of
+from tasks.synthetic import draw_rows
 
 NAMES = ("Mia", "Tom", "Ana", "Leo", "Sara", "Ben", "Ivy", "Omar", "Lena", "Raj", "Nora", "Eli", "Zoe", "Max")
 ITEMS = ("apples", "marbles", "stickers", "books", "coins", "pencils", "cards", "shells", "cookies", "stamps")
@@ -90,32 +89,12 @@ def generate_rows(
     """`num_per_level` distinct problems per level, as schema rows (deterministic for seed, split, level)."""
     if "{problem}" not in user_template:
         raise ValueError(f"user_template must contain '{{problem}}', got {user_template!r}")
-    rows = []
-    for level in levels:
-        rng = random.Random(f"arithmetic:{seed}:{split}:{level}")
-        seen: set[str] = set()
-        attempts = 0
-        while len(seen) < num_per_level:
-            attempts += 1
-            if attempts > 50 * num_per_level + 1000:
-                raise ValueError(f"could not draw {num_per_level} distinct level-{level} arithmetic problems")
-            question, solution, answer = make_problem(rng, level)
-            if question in seen or split_of(question) != split:
-                continue
-            seen.add(question)
-            content = user_template.replace("{problem}", f"{question}\n{INSTRUCTION}")
-            prompt = [{"role": "user", "content": content}]
-            if system_prompt:
-                prompt.insert(0, {"role": "system", "content": system_prompt})
-            rows.append(
-                {
-                    "id": f"arithmetic-L{level}-{hashlib.sha1(question.encode()).hexdigest()[:12]}",
-                    "prompt": prompt,
-                    "answer": str(answer),
-                    "solution": solution,
-                    "difficulty": level,
-                    "verifier": "math",
-                    "source": "arithmetic",
-                }
-            )
-    return rows
+
+    def draw(rng: random.Random, level: int) -> tuple[str, str, str, int]:
+        question, solution, answer = make_problem(rng, level)
+        return question, f"{question}\n{INSTRUCTION}", solution, answer
+
+    return draw_rows(
+        "arithmetic", list(levels), num_per_level, split, draw, lambda level: f"arithmetic:{seed}:{split}:{level}",
+        system_prompt, user_template,
+    )  # fmt: skip

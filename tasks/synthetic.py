@@ -154,36 +154,63 @@ def generate_rows(
     if "{problem}" not in user_template:
         raise ValueError(f"user_template must contain '{{problem}}', got {user_template!r}")
     levels = [levels] if isinstance(levels, int) else list(levels)
+
+    def draw(rng: random.Random, level: int) -> tuple[str, str, str, int]:
+        problem = make_problem(rng, level, num_distractors, max_value)
+        return problem.question, problem.question, problem.solution, problem.answer
+
+    return draw_rows(
+        "synthetic", levels, num_per_level, split, draw,
+        lambda level: f"synthetic:{seed}:{split}:{level}:{num_distractors}:{max_value}",
+        system_prompt, user_template,
+    )  # fmt: skip
+
+
+def draw_rows(
+    family: str,
+    levels: list[int],
+    num_per_level: int,
+    split: str,
+    draw,
+    rng_key,
+    system_prompt: str | None,
+    user_template: str,
+) -> list[dict]:
+    """The loop every generated task shares: `num_per_level` distinct problems per level, each in `split`.
+
+    `draw(rng, level)` makes one problem, `(question, text shown to the model, solution, answer)`; the level's
+    random stream is seeded by `rng_key(level)`, so rows are deterministic and a question is in the eval split
+    exactly when `split_of` says so. Rows follow DESIGN.md's schema.
+    """
     rows = []
     for level in levels:
-        rng = random.Random(f"synthetic:{seed}:{split}:{level}:{num_distractors}:{max_value}")
+        rng = random.Random(rng_key(level))
         seen: set[str] = set()
         attempts = 0
         while len(seen) < num_per_level:
             attempts += 1
             if attempts > 50 * num_per_level + 1000:
                 raise ValueError(
-                    f"could not draw {num_per_level} distinct level-{level} problems for split {split!r}; "
-                    "ask for fewer rows or more distractors"
+                    f"could not draw {num_per_level} distinct level-{level} {family} problems for split {split!r}; "
+                    "ask for fewer rows"
                 )
-            problem = make_problem(rng, level, num_distractors, max_value)
-            question = problem.question
+            question, shown, solution, answer = draw(rng, level)
             if question in seen or split_of(question) != split:
                 continue
             seen.add(question)
             # replace, not format: a template may hold LaTeX braces ("\\boxed{}")
-            prompt = [{"role": "user", "content": user_template.replace("{problem}", question)}]
+            prompt = [{"role": "user", "content": user_template.replace("{problem}", shown)}]
             if system_prompt:
                 prompt.insert(0, {"role": "system", "content": system_prompt})
             rows.append(
                 {
-                    "id": f"synthetic-L{level}-{hashlib.sha1(question.encode()).hexdigest()[:12]}",
+                    "id": f"{family}-L{level}-{hashlib.sha1(question.encode()).hexdigest()[:12]}",
                     "prompt": prompt,
-                    "answer": str(problem.answer),
-                    "solution": problem.solution,
+                    "answer": str(answer),
+                    "solution": solution,
                     "difficulty": level,
                     "verifier": "math",
-                    "source": "synthetic",
+                    "source": family,
                 }
             )
     return rows

@@ -135,3 +135,25 @@ def test_impossible_requests_fail_clearly():
         make_problem(random.Random(0), level=0)
     with pytest.raises(ValueError, match="split"):
         generate_rows(1, 5, split="test")
+
+
+def test_arithmetic_rows_are_right_distinct_and_split_by_question():
+    """Each line of working recomputed here; the final box is the last line's result; train and eval never share."""
+    import re
+
+    from tasks.synthetic import generate_named
+
+    train = generate_named("arithmetic:1-4", 40, seed=2, split="train")
+    held_out = generate_named("arithmetic:1-4", 40, seed=2, split="eval")
+    assert len(train) == len(held_out) == 160
+    assert not {row["id"] for row in train} & {row["id"] for row in held_out}
+    for row in train + held_out:
+        lines = row["solution"].splitlines()
+        steps = [re.fullmatch(r"(\d+) ([-+*/]) (\d+) = (\d+)", line) for line in lines[1:-1]]
+        assert len(steps) == row["difficulty"] and all(steps)
+        for step in steps:
+            a, op, b, result = int(step[1]), step[2], int(step[3]), int(step[4])
+            expected = {"+": a + b, "-": a - b, "*": a * b, "/": a // b if a % b == 0 else None}[op]
+            assert expected == result >= 0
+        assert lines[-1] == f"\\boxed{{{row['answer']}}}" == f"\\boxed{{{steps[-1][4]}}}"
+    assert generate_named("arithmetic:2", 5, seed=2) == generate_named("arithmetic:2", 5, seed=2)
