@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a script: make the repo's packages impor
 
 from recipes.common.checkpoints import resume_point
 from recipes.common.config import RecipeParser
-from recipes.common.model import adapter_base, load_model, load_tokenizer, resolve_model_path, save_for_inference
+from recipes.common.model import load_model, load_tokenizer, resolve_model_path, save_for_inference
 from recipes.common.run_card import write_run_card
 from tasks.schema import DataArguments, load_rows
 
@@ -183,8 +183,9 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     trainer, monitor, model_path, tokenizer, rows = build_trainer(script_args, training_args, model_args)
     trainer.train(resume_from_checkpoint=resume_point(training_args, training_args.output_dir))
 
-    merge = script_args.merge_lora or adapter_base(model_path) is not None  # an adapter on an adapter: merged
-    save_for_inference(trainer, training_args.output_dir, tokenizer, merge_lora=merge)
+    save_for_inference(
+        trainer, training_args.output_dir, tokenizer, merge_lora=script_args.merge_lora, started_from=model_path
+    )
     if trainer.accelerator.is_main_process:
         write_run_card(
             training_args.output_dir,

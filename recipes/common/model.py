@@ -172,14 +172,20 @@ def load_model(name_or_path: str, model_args, training_args, config_overrides: d
     return model.merge_and_unload()
 
 
-def save_for_inference(trainer, output_dir: str | Path, tokenizer=None, merge_lora: bool = False) -> Path:
+def save_for_inference(
+    trainer, output_dir: str | Path, tokenizer=None, merge_lora: bool = False, started_from: str | None = None
+) -> Path:
     """Save a trained model as the next stage loads it: with its KV cache on, a LoRA adapter merged when asked.
 
     Training turns the KV cache off (use_cache=False); a model saved that way samples 10x slower. With LoRA,
     the adapter alone is saved (its adapter_config.json names the base), unless `merge_lora` asks for a
     plain model: what vLLM loads, and what a model trained on top of another adapter must be (an adapter
-    records one base, so a chain of adapters cannot be reloaded from the last one).
+    records one base, so a chain of adapters cannot be reloaded from the last one: when `started_from` is itself
+    an adapter folder, the new adapter is merged whatever `merge_lora` says).
     """
+    if not merge_lora and started_from is not None and adapter_base(started_from) is not None:
+        merge_lora = True
+        logger.info("%s is itself a LoRA adapter: the result is merged and saved as a plain model", started_from)
     model = trainer.model
     output_dir = str(output_dir)
     unwrapped = trainer.accelerator.unwrap_model(model)

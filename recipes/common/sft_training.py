@@ -15,7 +15,7 @@ import logging
 from pathlib import Path
 
 from recipes.common.checkpoints import resume_point
-from recipes.common.model import adapter_base, load_model, load_tokenizer, save_for_inference
+from recipes.common.model import load_model, load_tokenizer, save_for_inference
 from recipes.common.run_card import write_run_card
 
 logger = logging.getLogger(__name__)
@@ -150,9 +150,6 @@ def train_sft(
     if len(conversations) == 0:
         raise ValueError(f"no conversations to train {output_dir} on")
     conversations = as_prompt_completion(conversations, training_args)
-    if merge_lora is False and model_args.use_peft and adapter_base(model_path) is not None:
-        merge_lora = True  # an adapter names one base: one trained on top of another must be saved merged
-        logger.info("%s is itself a LoRA adapter: the new adapter is merged and saved as a plain model", model_path)
 
     trainer = SFTTrainer(
         model=load_model(model_path, model_args, training_args, config_overrides),
@@ -164,7 +161,7 @@ def train_sft(
     logger.info("SFT of %s on %d conversations -> %s", model_path, len(conversations), output_dir)
     trainer.train(resume_from_checkpoint=resume_point(training_args, output_dir))
 
-    save_for_inference(trainer, output_dir, tokenizer, merge_lora)
+    save_for_inference(trainer, output_dir, tokenizer, merge_lora, started_from=model_path)
     if trainer.accelerator.is_main_process:
         write_run_card(
             output_dir,
