@@ -5,89 +5,37 @@
     accelerate launch --config_file recipes/accelerate/zero3.yaml recipes/sft.py \\
         --config recipes/configs/qwen2.5-math-1.5b/sft_cold_start.yaml
 
-Top to bottom: parse the config, load the tokenizer and check that an assistant turn ends with EOS, load
-the rows and turn them into conversations, train with TRL's SFTTrainer (loss on the assistant's tokens
-only, EOS included; `packing: true` packs short conversations into full rows; `use_peft: true` trains a
-LoRA adapter), save the model, the tokenizer and a run card. The training step itself is
-recipes.common.sft_training.train_sft, which rejection_sampling.py and distill.py call too.
+Top to bottom: parse the config (this recipe's own options: recipes.common.arguments.SFTScriptArguments),
+load the tokenizer and check that an assistant turn ends with EOS, load the rows and turn them into
+conversations, train with TRL's SFTTrainer (loss on the assistant's tokens only, EOS included; `packing:
+true` packs short conversations into full rows; `use_peft: true` trains a LoRA adapter), save the model,
+the tokenizer and a run card. The training step itself is recipes.common.sft_training.train_sft, which
+rejection_sampling.py and distill.py call too.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recipes.common.config import RecipeParser, mapping_option
+from recipes.common.arguments import SFTScriptArguments
+from recipes.common.config import RecipeParser
 from recipes.common.data import to_sft_conversations
 from recipes.common.model import load_tokenizer, resolve_model_path
-from recipes.common.sft_training import (
-    ChatTemplateError,
-    EOSTemplateError,
-    check_chat_template,
-    check_eos_guarantee,
-    train_sft,
-)
-from tasks.schema import DataArguments, load_rows
+from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
+from tasks.schema import load_rows
 
 logger = logging.getLogger("recipes.sft")
 
 DEFAULT_CONFIG = "demo/sft.yaml"
-__all__ = ["DEFAULT_CONFIG", "EOSTemplateError", "SFTScriptArguments", "check_eos_guarantee", "main"]
-
-
-@dataclass
-class SFTScriptArguments(DataArguments):
-    build_tiny_model: bool = field(
-        default=False,
-        metadata={
-            "help": "Build the tiny embedded model if model_name_or_path is missing and is its own default "
-            "path, artifacts/tiny-base (any other missing path is an error)."
-        },
-    )
-    merge_lora: bool = field(
-        default=False,
-        metadata={
-            "help": "With use_peft: merge the trained LoRA adapter into the base weights and save a plain model "
-            "(what vLLM and the next stage load) instead of the adapter alone."
-        },
-    )
-    assistant_template: str | None = field(
-        default=None,
-        metadata={
-            "help": "Build the assistant's turn from several columns instead of 'solution', e.g. "
-            "'<think>\\n{deepseek_thinking_trajectory}\\n</think>\\n{deepseek_attempt}' (s1K-1.1)."
-        },
-    )
-    no_think_fraction: float = field(
-        default=0.0,
-        metadata={
-            "help": "Share of rows (chosen by id) trained in non-thinking mode, as Qwen3's cold start mixed them: "
-            "the thinking emptied to '<think>\\n\\n</think>'. A 'thinking_mode' column (think / no_think) wins."
-        },
-    )
-    thinking_switch: bool = field(
-        default=False,
-        metadata={"help": "End each row's last user turn with '/think' or '/no_think' (Qwen3's soft switch)."},
-    )
-    model_config_overrides: dict | str | None = field(
-        default=None,
-        metadata={
-            "help": "Model config attributes to change as the model loads, e.g. a longer context: "
-            "{max_position_embeddings: 32768, rope_parameters: {rope_type: default, rope_theta: 300000.0}}."
-        },
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self.model_config_overrides = mapping_option(self.model_config_overrides, "model_config_overrides")
 
 
 def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
+    """Fine-tune and save; returns the output folder."""
     from transformers import set_seed
 
     set_seed(training_args.seed)

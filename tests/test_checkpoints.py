@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from recipes import grpo
 from recipes.common.checkpoints import resume_point
+from recipes.common.grpo_setup import BuiltTrainer
 
 
 def make_checkpoints(folder, *steps):
@@ -44,7 +45,7 @@ def test_grpo_follows_the_same_rule(tmp_path, monkeypatch):
         train=lambda resume_from_checkpoint: trained.append(resume_from_checkpoint),
         accelerator=SimpleNamespace(is_main_process=False),
     )
-    built = grpo.BuiltTrainer(trainer, SimpleNamespace(warnings=[]), "model", None, [])
+    built = BuiltTrainer(trainer, SimpleNamespace(warnings=[]), "model", None, [])
     monkeypatch.setattr(grpo, "build_trainer", lambda *args, **kwargs: built)
     monkeypatch.setattr(grpo, "save_for_inference", lambda *args, **kwargs: None)
     script = SimpleNamespace(merge_lora=False)

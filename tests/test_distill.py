@@ -16,6 +16,7 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from recipes import distill
+from recipes.common.distill_stages import on_policy_config
 from rewards.math import verify
 from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
@@ -77,8 +78,8 @@ def test_options_are_checked_with_their_names(tmp_path):
         parse("--student_spec", "null", "--student_prune", '{"width": 64}')
     _, training_args, _ = parse()
     with pytest.raises(ValueError, match="on_policy.*lmbda"):
-        distill.on_policy_config(training_args, {"lmbda": 0.5}, tmp_path)
-    config = distill.on_policy_config(training_args, {"beta": 0.2}, tmp_path)
+        on_policy_config(training_args, {"lmbda": 0.5}, tmp_path)
+    config = on_policy_config(training_args, {"beta": 0.2}, tmp_path)
     assert config.beta == 0.2 and config.learning_rate == training_args.learning_rate  # inherited from the YAML
     assert config.generation_kwargs["use_cache"] is True
 

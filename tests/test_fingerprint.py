@@ -15,11 +15,13 @@ from types import SimpleNamespace
 import pytest
 from trl import ModelConfig, SFTConfig
 
-from recipes import distill
 from recipes import rejection_sampling as rs
+from recipes.common import distill_stages, rounds, traces
+from recipes.common.arguments import DistillScriptArguments
 from recipes.common.config import parse_recipe_args
 from recipes.common.fingerprint import changes
 from tasks.files import write_jsonl
+from tasks.schema import load_rows
 from tests.support.guessing_model import rows_with_gold
 
 
@@ -43,11 +45,17 @@ def stand_ins(monkeypatch):
         output_dir.mkdir(parents=True, exist_ok=True)
         return output_dir
 
-    for module in (distill, rs):
-        monkeypatch.setattr(module, "collect_traces", collect)
-        monkeypatch.setattr(module, "make_trace_sampler", lambda *a, **k: SimpleNamespace(close=lambda: None))
-        monkeypatch.setattr(module, "evaluate_pass_at_1", lambda *a, **k: None)
-        monkeypatch.setattr(module, "train_sft", train)
+    stand_in = {
+        "collect_traces": collect,
+        "make_trace_sampler": lambda *a, **k: SimpleNamespace(close=lambda: None),
+        "evaluate_pass_at_1": lambda *a, **k: None,
+        "train_sft": train,
+    }
+    # wherever the two recipes look these names up: the scripts and the modules that hold their steps
+    for module in (distill_stages, rounds, rs, traces):
+        for name, function in stand_in.items():
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, function)
     return calls
 
 
@@ -57,12 +65,12 @@ def test_distillation_samples_again_when_verify_traces_changed(stand_ins, tmp_pa
 
     def offline(*flags: str):
         args = parse_recipe_args(
-            (distill.DistillScriptArguments, SFTConfig, ModelConfig), distill.DEFAULT_CONFIG,
+            (DistillScriptArguments, SFTConfig, ModelConfig), "demo/distill.yaml",
             ["--teacher_model_name_or_path", "teacher", "--output_dir", str(tmp_path / "out"),
              "--dataset_name", str(data), "--eval_samples_per_problem", "0", *flags],
         )  # fmt: skip
-        rows = list(distill.load_rows(args[0]))
-        return distill.distill_offline(*args, "teacher", "student", rows, [])
+        rows = list(load_rows(args[0]))
+        return distill_stages.distill_offline(*args, "teacher", "student", rows, [])
 
     with pytest.raises(ValueError, match="no trace worth keeping"):
         offline("--verify_traces", "true")

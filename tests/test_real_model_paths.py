@@ -19,6 +19,7 @@ from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
+from recipes.common import rounds, traces
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.model import ModelNotFoundError, adapter_base, resolve_model_path
 from recipes.common.sft_training import LossMaskError, as_prompt_completion
@@ -61,7 +62,8 @@ def test_rejection_sampling_checks_the_template_before_its_baseline_and_sampling
     def no_sampling(*args, **kwargs):
         raise AssertionError("sampling started before the template was checked")
 
-    monkeypatch.setattr(rs, "make_trace_sampler", no_sampling)
+    for module in (rounds, traces):  # the round's sampling and the held-out evaluation
+        monkeypatch.setattr(module, "make_trace_sampler", no_sampling)
     run = parse_recipe_args(
         (rs.RejectionSamplingArguments, SFTConfig, ModelConfig),
         rs.DEFAULT_CONFIG,

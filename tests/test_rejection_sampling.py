@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from recipes import rejection_sampling as rs
+from recipes.common import rounds
 from recipes.common.traces import completion_key
 from rewards.math import verify
 from tasks.files import read_jsonl, write_jsonl
@@ -83,13 +84,13 @@ def test_one_round_raises_pass_at_1_and_keeps_only_verified_samples(guessing_mod
 
     with monkeypatch.context() as patch:
         patch.setattr(rs, "train_sft", fail)
-        patch.setattr(rs, "collect_traces", fail)
+        patch.setattr(rounds, "collect_traces", fail)
         assert rs.main(*run) == final
 
     # Interrupted after sampling (stats say sampled, not complete): the samples are reused, the model retrained.
     partial = {key: value for key, value in stats.items() if key not in ("complete", "model", "pass@1_after")}
     (out / "round_1" / "stats.json").write_text(json.dumps(partial))
-    monkeypatch.setattr(rs, "collect_traces", fail)
+    monkeypatch.setattr(rounds, "collect_traces", fail)
     assert rs.main(*run) == final and (final / "config.json").is_file()
     resumed = json.loads((out / "round_1" / "stats.json").read_text())
     assert resumed["complete"] and resumed["samples_kept"] == stats["samples_kept"]

@@ -16,6 +16,7 @@ from trl import ModelConfig, SFTConfig
 from recipes import sft
 from recipes.common.config import parse_recipe_args
 from recipes.common.model import ModelNotFoundError, resolve_model_path
+from recipes.common.sft_training import EOSTemplateError, check_eos_guarantee
 from tests.conftest import REPO
 
 
@@ -32,7 +33,7 @@ def run_cli(*args: str, timeout: int = 600, cwd=REPO) -> subprocess.CompletedPro
 
 
 def test_eos_guarantee_accepts_our_template(tiny_tokenizer):
-    sft.check_eos_guarantee(tiny_tokenizer)
+    check_eos_guarantee(tiny_tokenizer)
 
 
 def test_eos_guarantee_rejects_a_template_that_never_ends_the_turn_with_eos(tiny_model_dir):
@@ -42,16 +43,16 @@ def test_eos_guarantee_rejects_a_template_that_never_ends_the_turn_with_eos(tiny
         "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|system|>{% endfor %}"
         "{% if add_generation_prompt %}<|assistant|>{% endif %}"
     )
-    with pytest.raises(sft.EOSTemplateError, match="never stop"):
-        sft.check_eos_guarantee(tokenizer)
-    sft.check_eos_guarantee(tokenizer, eos_token="<|system|>")  # the config's eos_token option fixes it
+    with pytest.raises(EOSTemplateError, match="never stop"):
+        check_eos_guarantee(tokenizer)
+    check_eos_guarantee(tokenizer, eos_token="<|system|>")  # the config's eos_token option fixes it
 
 
 def test_eos_guarantee_rejects_a_missing_template(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     tokenizer.chat_template = None
-    with pytest.raises(sft.EOSTemplateError, match="no chat template"):
-        sft.check_eos_guarantee(tokenizer)
+    with pytest.raises(EOSTemplateError, match="no chat template"):
+        check_eos_guarantee(tokenizer)
 
 
 def test_a_short_run_trains_and_saves_a_loadable_model_with_its_run_card(tiny_model_dir, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from eval import evaluate
 from recipes import distill, grpo, sft
-from recipes.common import config
+from recipes.common import config, distill_stages, traces
 from tests.conftest import REPO
 
 
@@ -116,7 +116,8 @@ def test_distillation_checks_its_on_policy_options_before_the_offline_stage(
     def sampling(*args, **kwargs):
         raise AssertionError("the teacher was sampled before the on_policy options were checked")
 
-    monkeypatch.setattr(distill, "make_trace_sampler", sampling)
+    for module in (distill_stages, traces):  # the teacher's traces and the student's evaluation
+        monkeypatch.setattr(module, "make_trace_sampler", sampling)
     argv = [
         "--mode", "both", "--teacher_model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "out"),
         "--dataset_num_rows", "4", "--eval_samples_per_problem", "1", "--on_policy", '{"lmbda": 0.5}',

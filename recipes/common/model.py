@@ -172,6 +172,16 @@ def load_model(name_or_path: str, model_args, training_args, config_overrides: d
     return model.merge_and_unload()
 
 
+def with_kv_cache(generation_kwargs: dict | None) -> dict:
+    """Generation keyword arguments with the KV cache on, unless they say otherwise.
+
+    transformers 5 trainers switch the cache off for training (use_cache=False) and TRL's generation inside
+    GRPO and on-policy distillation inherits that: every new token would recompute the whole sequence (10x
+    slower here).
+    """
+    return {"use_cache": True, **(generation_kwargs or {})}
+
+
 def save_for_inference(
     trainer, output_dir: str | Path, tokenizer=None, merge_lora: bool = False, started_from: str | None = None
 ) -> Path:

@@ -1,6 +1,6 @@
-"""The student of distillation: a fresh tiny model, or one cut from the teacher (Minitron's pruning, prune.py),
-and the check that student and teacher share one tokenizer. recipes/distill.py tells the story; this is how
-its student is made.
+"""The student of distillation: a given model, a fresh tiny model, or one cut from the teacher (Minitron's
+pruning, prune.py), and the check that student and teacher share one tokenizer. recipes/distill.py tells
+the story; `make_student` is how its student is made.
 """
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from recipes.common.model import save_model_for_inference
+from recipes.common.model import resolve_model_path, save_model_for_inference
+from tasks.schema import load_rows
 
 logger = logging.getLogger(__name__)
 
@@ -65,3 +66,25 @@ def prune_student(teacher: str, intermediate_size: int, output_dir: Path, calibr
     save_model_for_inference(model, tokenizer, output_dir)
     logger.info("student cut from the teacher (intermediate_size %d) in %s", intermediate_size, output_dir)
     return str(output_dir)
+
+
+def make_student(script_args, model_name_or_path: str | None, teacher: str, output_dir: Path) -> str:
+    """The student's folder, as `script_args` ask: built from `student_spec`, cut by `student_prune` (in
+    `output_dir/student_init`, kept there for a rerun), or `model_name_or_path`; checked to share the
+    teacher's vocabulary."""
+    from transformers import AutoTokenizer
+
+    teacher_tokenizer = AutoTokenizer.from_pretrained(teacher)
+    if script_args.student_spec is not None:
+        student = build_student(
+            script_args.student_spec, output_dir / "student_init", script_args.student_seed, teacher_tokenizer
+        )
+        logger.info("fresh student %s in %s", script_args.student_spec, student)
+        return student
+    if script_args.student_prune is not None:
+        calibration = list(load_rows(script_args))[: script_args.prune_calibration_rows]
+        size = int(script_args.student_prune["intermediate_size"])
+        return prune_student(teacher, size, output_dir / "student_init", calibration)
+    student = resolve_model_path(model_name_or_path)
+    check_same_vocabulary(teacher_tokenizer, AutoTokenizer.from_pretrained(student), student)
+    return student

@@ -251,6 +251,17 @@ def make_trace_sampler(args: TraceArguments, model_path: str | Path):
     return make_sampler(args.sampling_backend, str(model_path), batch_size=args.sampling_batch_size)
 
 
+def evaluate_model(args: TraceArguments, model_path: str | Path, rows: list[dict], seed: int, n: int | None = None):
+    """`evaluate_pass_at_1` of the model in `model_path`, loaded for it and freed after (None when evaluation is off)."""
+    if not rows or args.eval_samples_per_problem == 0:
+        return None
+    sampler = make_trace_sampler(args, model_path)
+    try:
+        return evaluate_pass_at_1(sampler, rows, args, seed, n)
+    finally:
+        sampler.close()
+
+
 # ---------------------------------------------------------------- data in and out
 
 

@@ -163,20 +163,20 @@ def parse_config(config: Path, model: Path, output_dir: Path, steps: int):
 
 
 def build_trainer(arm: str, args, output_dir: Path, clock: StepClock):
-    """One arm's trainer, on a fresh copy of the model from disk: ours is the recipe's own (grpo.build_trainer)."""
+    """One arm's trainer, on a fresh copy of the model from disk: ours is the recipe's own (grpo_setup.build_trainer)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import GRPOTrainer
 
-    from recipes import grpo
+    from recipes.common import grpo_setup
     from rewards import build_rewards
     from tasks.schema import load_rows
 
     model = args.model
     script_args, training_args, model_args = parse_config(args.config, model, output_dir, args.warmup + args.steps)
     if arm == "ours":
-        trainer = grpo.build_trainer(script_args, training_args, model_args, callbacks=(clock,)).trainer
+        trainer = grpo_setup.build_trainer(script_args, training_args, model_args, callbacks=(clock,)).trainer
     else:
-        grpo.use_kv_cache(training_args)  # what the recipe does to the config: both arms get the same GRPOConfig
+        grpo_setup.use_kv_cache(training_args)  # what the recipe does to the config: both arms get the same GRPOConfig
         rows = load_rows(script_args)
         registry_functions, weights = build_rewards(script_args.rewards)
         training_args.reward_weights = weights

@@ -1,0 +1,91 @@
+"""How recipes/grpo.py puts its trainer together: tokenizer, rows, rewards, the collapse monitor, the model.
+
+`build_trainer` is the recipe's trainer ready to train, so that the script reads as its story (parse, build,
+train, save) and the GRPO overhead benchmark (scripts/bench/grpo_overhead.py) times this very trainer
+against a bare trl.GRPOTrainer. `distributed_setup` is what the run card records of the launch.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+from recipes.common.arguments import GRPOScriptArguments
+from recipes.common.model import load_model, load_tokenizer, resolve_model_path, with_kv_cache
+from tasks.schema import load_rows
+
+logger = logging.getLogger(__name__)
+
+
+def distributed_setup(accelerator) -> dict:
+    """How the processes shared the work (for the run card): DDP, DeepSpeed with its ZeRO stage, FSDP, or none."""
+    setup = {"type": str(accelerator.distributed_type.value), "device": str(accelerator.device.type)}
+    plugin = getattr(accelerator.state, "deepspeed_plugin", None)
+    if plugin is not None:
+        setup["zero_stage"] = plugin.zero_stage
+    return setup
+
+
+def use_kv_cache(training_args) -> None:
+    """Generate with the KV cache during GRPO training (see recipes.common.model.with_kv_cache)."""
+    training_args.generation_kwargs = with_kv_cache(training_args.generation_kwargs)
+
+
+class BuiltTrainer(NamedTuple):
+    """The trainer and what recipes/grpo.py needs of the build after training (saving, the run card)."""
+
+    trainer: object  # RLVRGRPOTrainer
+    monitor: object  # RLVRMonitor
+    model_path: str
+    tokenizer: object
+    rows: object
+
+
+def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, callbacks: tuple = ()) -> BuiltTrainer:
+    """The recipe's trainer, ready to train, with its monitor (first callback) and `callbacks` after it.
+
+    The GRPO overhead benchmark times this very trainer against a bare trl.GRPOTrainer.
+    """
+    from trl import get_peft_config
+
+    from recipes.common.grpo_trainer import RLVRGRPOTrainer
+    from recipes.common.monitor import RLVRMonitor
+    from rewards import accuracy_reward_names, build_rewards
+
+    path = model_args.model_name_or_path
+    model_path = resolve_model_path(path, if_missing="cold_start" if script_args.cold_start_if_missing else None)
+    tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
+    use_kv_cache(training_args)
+
+    rows = load_rows(script_args)
+    reward_functions, weights = build_rewards(script_args.rewards)
+    training_args.reward_weights = weights
+    logger.info(
+        "training on %d prompts from %s with rewards %s",
+        len(rows), script_args.dataset_name, [(f.__name__, w) for f, w in zip(reward_functions, weights, strict=True)],
+    )  # fmt: skip
+
+    accuracy = accuracy_reward_names(script_args.rewards)
+    variance_rewards = script_args.variance_rewards or accuracy or None
+    logger.info("a group's variance is read from %s", variance_rewards or "the weighted sum of all rewards")
+    monitor = RLVRMonitor(
+        training_args.output_dir,
+        script_args.monitor_std_threshold,
+        script_args.monitor_patience,
+        accuracy_rewards=accuracy,
+    )
+    trainer = RLVRGRPOTrainer(
+        model=load_model(model_path, model_args, training_args),
+        reward_funcs=reward_functions,
+        args=training_args,
+        train_dataset=rows,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+        callbacks=[monitor, *callbacks],
+        dynamic_sampling=script_args.dynamic_sampling,
+        dynamic_sampling_max_rounds=script_args.dynamic_sampling_max_rounds,
+        curriculum=(script_args.curriculum or {}) if script_args.sampler == "pass_rate_weighted" else None,
+        accuracy_reward=accuracy[0] if accuracy else "math_accuracy",
+        variance_rewards=variance_rewards,
+    )
+    return BuiltTrainer(trainer, monitor, model_path, tokenizer, rows)
