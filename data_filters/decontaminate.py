@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_filters.report import StepReport, check_mode
+from data_filters.report import StepReport, check_mode, without_rows
 from tasks.rows import question_text, set_column
 from tasks.text import normalize_words
 
@@ -273,20 +273,12 @@ def decontaminate(
         path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
         files.append(str(path))
     if mode == "drop":
-        result = dataset.select([index for index in range(len(dataset)) if index not in flagged_by])
+        result = without_rows(dataset, flagged_by)
     else:
         flags = [index in flagged_by for index in range(len(dataset))]
         sources = [",".join(flagged_by.get(index, [])) for index in range(len(dataset))]
         result = set_column(set_column(dataset, "contaminated", flags, "bool"), "contaminated_by", sources, "string")
-    report = StepReport(
-        "decontaminate",
-        rows_in=len(dataset),
-        rows_out=len(result),
-        mode=mode,
-        flagged=len(flagged_by),
-        reasons=reasons,
-        seconds=time.perf_counter() - started,
-        details=details,
-        files=files,
+    report = StepReport.timed(
+        "decontaminate", dataset, result, mode, len(flagged_by), reasons, started, details=details, files=files
     )
     return result, report

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 
-from data_filters.report import StepReport, check_mode
+from data_filters.report import StepReport, check_mode, without_rows
 from tasks.rows import question_text, set_column
 from tasks.text import normalized_text
 
@@ -58,21 +58,12 @@ def deduplicate(dataset, key: str = "normalized", mode: str = "drop", question_f
     if len(flagged) - exact_count:
         reasons["same text after normalisation"] = len(flagged) - exact_count
     if mode == "drop":
-        dropped = set(flagged)
-        result = dataset.select([index for index in range(len(dataset)) if index not in dropped])
+        result = without_rows(dataset, flagged)
     else:
         repeats = [None if original is None else ids[original] for original in originals]
         result = set_column(dataset, "duplicate_of", repeats, "string")
     examples = [{"row": index, "id": ids[index], "duplicate_of": ids[originals[index]]} for index in flagged[:20]]
-    report = StepReport(
-        "dedup",
-        rows_in=len(dataset),
-        rows_out=len(result),
-        mode=mode,
-        flagged=len(flagged),
-        reasons=reasons,
-        seconds=time.perf_counter() - started,
-        details={"key": key, "conflicting answers": conflicting, "examples": examples},
-    )
+    details = {"key": key, "conflicting answers": conflicting, "examples": examples}
+    report = StepReport.timed("dedup", dataset, result, mode, len(flagged), reasons, started, details=details)
     logger.info("dedup (%s): %d of %d rows repeat an earlier row", key, len(flagged), len(dataset))
     return result, report

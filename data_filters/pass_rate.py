@@ -262,14 +262,14 @@ def no_think_filter(
     solved = [rate is not None and rate > threshold for rate in rates]
     tagged = set_column(dataset, "no_think_pass_rate", rates, "float64")
     result = tagged.select([i for i, easy in enumerate(solved) if not easy]) if mode == "drop" else tagged
-    report = StepReport(
+    report = StepReport.timed(
         "no_think",
-        len(dataset),
-        len(result),
+        dataset,
+        result,
         mode,
-        flagged=sum(solved),
-        reasons={f"solved without thinking (pass rate above {threshold:g})": sum(solved)} if any(solved) else {},
-        seconds=time.perf_counter() - started,
+        sum(solved),
+        {f"solved without thinking (pass rate above {threshold:g})": sum(solved)} if any(solved) else {},
+        started,
         details={
             "n": params.n,
             "max_new_tokens": params.max_new_tokens,

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 
-from data_filters.report import StepReport, check_mode
+from data_filters.report import StepReport, check_mode, without_rows
 from rewards.verdicts import DEFAULT_VERIFIER, verifier_of
 from tasks.rows import question_text, set_column
 
@@ -171,20 +171,11 @@ def filter_question_types(
     found = Counter(name for row_types in types for name in row_types)
     flagged = [index for index, row_types in enumerate(types) if set(row_types) & set(drop_types)]
     if mode == "drop":
-        flagged_set = set(flagged)
-        result = dataset.select([i for i in range(len(dataset)) if i not in flagged_set])
+        result = without_rows(dataset, flagged)
     else:
         result = set_column(dataset, "question_types", types, "string", is_list=True)
     reasons = {name: found[name] for name in TYPES if name in drop_types and found[name]}
-    report = StepReport(
-        "question_type",
-        rows_in=len(dataset),
-        rows_out=len(result),
-        mode=mode,
-        flagged=len(flagged),
-        reasons=reasons,
-        seconds=time.perf_counter() - started,
-        details={"types found (dropped or not)": {name: found[name] for name in TYPES}, "drop_types": drop_types},
-    )
+    details = {"types found (dropped or not)": {name: found[name] for name in TYPES}, "drop_types": drop_types}
+    report = StepReport.timed("question_type", dataset, result, mode, len(flagged), reasons, started, details=details)
     logger.info("question_type: %d of %d rows of types %s", len(flagged), len(dataset), reasons)
     return result, report

@@ -8,6 +8,7 @@ Every filter returns a `StepReport` beside its dataset: rows in, rows out, and w
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,12 @@ def check_mode(mode: str, step: str) -> None:
         raise ValueError(
             f"{step}: mode must be 'drop' (remove flagged rows) or 'tag' (keep them, add a column), not {mode!r}"
         )
+
+
+def without_rows(dataset, flagged):
+    """`dataset` less the rows at the indices in `flagged`, the others in their order: what drop mode returns."""
+    flagged = set(flagged)
+    return dataset.select([index for index in range(len(dataset)) if index not in flagged])
 
 
 @dataclass
@@ -35,6 +42,12 @@ class StepReport:
     seconds: float = 0.0
     details: dict = field(default_factory=dict)  # step-specific figures (match counts, pass-rate histogram, ...)
     files: list[str] = field(default_factory=list)  # side reports the step wrote
+
+    @classmethod
+    def timed(cls, step: str, dataset, result, mode: str, flagged: int, reasons: dict, started: float, **extra):
+        """The report of a step that read `dataset` and returned `result`, begun at `started` (time.perf_counter)."""
+        seconds = time.perf_counter() - started
+        return cls(step, len(dataset), len(result), mode, flagged, reasons, seconds, **extra)
 
     @property
     def dropped(self) -> int:

@@ -32,6 +32,7 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from eval.report import accuracy_plot
 from eval.sampler import Sample, SamplingParams, prompt_key, sample_seed
 
 logger = logging.getLogger(__name__)
@@ -264,34 +265,22 @@ def budget_curve(summaries: dict[int, dict], folders: dict[int, Path], ks: list[
 def plot_budget_curves(curves: dict[str, dict], ks: list[int], path: Path, title: str) -> None:
     """Accuracy against thinking budget (log x) with 95% bands: pass@1, pass@k_max and maj@k_max of one
     model, or pass@1 and maj@k_max of each model when `curves` holds several (label -> curve)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(5.5, 3.8))
     names = (
         [f"pass@{ks[0]}", f"pass@{ks[-1]}", f"maj@{ks[-1]}"] if len(curves) == 1 else [f"pass@{ks[0]}", f"maj@{ks[-1]}"]
     )
-    for label, curve in curves.items():
-        budgets = sorted(int(budget) for budget in curve)
-        for name in dict.fromkeys(names):
-            points = [curve[str(b)]["metrics"][name] for b in budgets]
-            line = axis.plot(
-                budgets, [p["mean"] for p in points], marker="o", label=name if len(curves) == 1 else f"{label} {name}"
-            )
-            lows, highs = [p["ci95"][0] for p in points], [p["ci95"][1] for p in points]
-            axis.fill_between(budgets, lows, highs, alpha=0.15, color=line[0].get_color())
-    axis.set_xscale("log", base=2)
-    axis.set_xlabel("thinking budget (tokens)")
-    axis.set_ylabel("accuracy")
-    axis.set_ylim(0, 1)
-    axis.set_title(title)
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    with accuracy_plot(path, title, "thinking budget (tokens)", "accuracy", legend_size=8) as axis:
+        for label, curve in curves.items():
+            budgets = sorted(int(budget) for budget in curve)
+            for name in dict.fromkeys(names):
+                points = [curve[str(b)]["metrics"][name] for b in budgets]
+                line = axis.plot(
+                    budgets,
+                    [p["mean"] for p in points],
+                    marker="o",
+                    label=name if len(curves) == 1 else f"{label} {name}",
+                )
+                lows, highs = [p["ci95"][0] for p in points], [p["ci95"][1] for p in points]
+                axis.fill_between(budgets, lows, highs, alpha=0.15, color=line[0].get_color())
 
 
 def format_curve_table(curves: dict[str, dict], ks: list[int], first_column: str = "dataset") -> str:

@@ -6,6 +6,7 @@ eval/evaluate.py writes these files; eval/compare.py and the demo read and draw 
 from __future__ import annotations
 
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
@@ -66,29 +67,39 @@ def summarize(per_problem: list[dict], ks: list[int], seeds: list[int]) -> dict:
     }
 
 
-def plot_pass_at_k(summaries: dict[str, dict], ks: list[int], path: Path, title: str) -> None:
+@contextmanager
+def accuracy_plot(path: Path, title: str, xlabel: str, ylabel: str, legend_size: int | None = None):
+    """The axis of one figure of accuracy (0 to 1) against a log2 x axis, styled and saved to `path` on exit:
+    the pass@k curves here and the thinking-budget curves of eval/budget.py look alike."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(5.5, 3.8))
-    for label, summary in summaries.items():
-        means = [summary["metrics"][f"pass@{k}"]["mean"] for k in ks]
-        lows = [summary["metrics"][f"pass@{k}"]["ci95"][0] for k in ks]
-        highs = [summary["metrics"][f"pass@{k}"]["ci95"][1] for k in ks]
-        axis.plot(ks, means, marker="o", label=label)
-        axis.fill_between(ks, lows, highs, alpha=0.2)
-    axis.set_xscale("log", base=2)
-    axis.set_xlabel("k")
-    axis.set_ylabel("pass@k")
-    axis.set_ylim(0, 1)
-    axis.set_title(title)
-    axis.grid(alpha=0.3)
-    axis.legend()
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    try:
+        yield axis
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel(ylabel)
+        axis.set_ylim(0, 1)
+        axis.set_title(title)
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=legend_size)
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+    finally:
+        plt.close(figure)
+
+
+def plot_pass_at_k(summaries: dict[str, dict], ks: list[int], path: Path, title: str) -> None:
+    with accuracy_plot(path, title, "k", "pass@k") as axis:
+        for label, summary in summaries.items():
+            means = [summary["metrics"][f"pass@{k}"]["mean"] for k in ks]
+            lows = [summary["metrics"][f"pass@{k}"]["ci95"][0] for k in ks]
+            highs = [summary["metrics"][f"pass@{k}"]["ci95"][1] for k in ks]
+            axis.plot(ks, means, marker="o", label=label)
+            axis.fill_between(ks, lows, highs, alpha=0.2)
 
 
 def format_table(summaries: dict[str, dict], ks: list[int]) -> str:

@@ -76,3 +76,20 @@ def test_math_train_against_brute_force(shared_math_data):
     kept, report = deduplicate(dataset)
     assert report.flagged == len(expected) and len(kept) == len(rows) - len(expected)
     print(f"math_train: {report.flagged} normalised duplicates, {report.reasons}")
+
+
+def test_the_shared_drop_rule_and_step_report():
+    """What every filter step returns in drop mode (the rows not flagged, in order) and its timed report."""
+    import time
+
+    from data_filters.report import StepReport, without_rows
+
+    dataset = Dataset.from_list([{"id": str(i)} for i in range(6)])
+    result = without_rows(dataset, [4, 1, 4])
+    assert result["id"] == ["0", "2", "3", "5"]
+    assert without_rows(dataset, {})["id"] == dataset["id"]
+    started = time.perf_counter()
+    report = StepReport.timed("dedup", dataset, result, "drop", 2, {"exact duplicate": 2}, started, details={"k": 1})
+    assert (report.rows_in, report.rows_out, report.dropped, report.flagged) == (6, 4, 2, 2)
+    assert report.reasons == {"exact duplicate": 2} and report.details == {"k": 1} and report.files == []
+    assert 0 <= report.seconds < 60

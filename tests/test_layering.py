@@ -67,3 +67,28 @@ def test_every_package_is_installed_and_described():
         assert f'"{package}*"' in pyproject, package
         docstring = ast.get_docstring(ast.parse((REPO / package / "__init__.py").read_text())) or ""
         assert "May import" in docstring, f"{package}/__init__.py does not say what it may import"
+
+
+# Issue 17's limits on size: a recipe script is its story, read top to bottom; no module is a grab-bag.
+RECIPE_SCRIPT_LINES = 150
+MODULE_LINES = 400
+# The one file allowed to be longer: it runs inside the sandbox with the standard library only, so it cannot
+# import helpers from the rest of rewards/ (rewards/sandbox_launcher.py's docstring says why).
+LONG_MODULES = {"rewards/sandbox_launcher.py"}
+
+
+def test_each_recipe_script_reads_in_under_150_lines():
+    scripts = sorted(path for path in (REPO / "recipes").glob("*.py") if path.name != "__init__.py")
+    assert {path.stem for path in scripts} >= {"sft", "grpo", "rejection_sampling", "distill"}
+    long = {path.name: n for path in scripts if (n := len(path.read_text().splitlines())) >= RECIPE_SCRIPT_LINES}
+    assert not long, f"recipe scripts of {RECIPE_SCRIPT_LINES} lines or more (move helpers to recipes/common/): {long}"
+
+
+def test_no_module_is_over_400_lines():
+    paths = [path for package in OURS for path in files_of(package)]
+    long = {
+        str(path.relative_to(REPO)): n
+        for path in paths
+        if (n := len(path.read_text().splitlines())) > MODULE_LINES and str(path.relative_to(REPO)) not in LONG_MODULES
+    }
+    assert not long, f"modules over {MODULE_LINES} lines: {long}"

@@ -15,14 +15,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from recipes.common.checks import ConfigError, validate_config
-from recipes.common.fingerprint import (
-    SAMPLING_FIELDS,
-    TRAINING_FIELDS,
-    changes,
-    data_fingerprint,
-    fields_of,
-    path_identity,
-)
+from recipes.common.fingerprint import TRAINING_FIELDS, changes, fields_of, path_identity, sampling_fingerprint, stale
 from recipes.common.model import load_model, load_tokenizer, save_for_inference, with_kv_cache
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import train_sft
@@ -69,18 +62,17 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
     stats = read_json(output_dir / "traces_stats.json")
     fingerprint = {
         "teacher": path_identity(teacher),
-        "data": data_fingerprint(script_args),
-        "sampling": fields_of(script_args, SAMPLING_FIELDS + ("verify_traces", "sampling_backend")),
+        **sampling_fingerprint(script_args, ("verify_traces", "sampling_backend")),
         "seed": training_args.seed,
     }
-    stale = changes(stats.get("fingerprint"), fingerprint) if stats else []
-    if traces_path.is_file() and stats and not stale:
+    changed = stale(stats, fingerprint)
+    if traces_path.is_file() and stats and not changed:
         logger.info("offline: reusing the teacher's traces in %s", traces_path)
         kept = read_jsonl(traces_path)
     else:
-        if stale:
+        if changed:
             logger.warning(
-                "offline: the traces in %s are stale, sampling them again: %s", traces_path, "; ".join(stale)
+                "offline: the traces in %s are stale, sampling them again: %s", traces_path, "; ".join(changed)
             )
         sampler = make_trace_sampler(script_args, teacher)
         logger.info(
@@ -116,12 +108,14 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
         "training": fields_of(training_args, TRAINING_FIELDS),
     }
     done = read_json(student_dir / "fingerprint.json")
-    stale = changes(done, student_fingerprint) if done or (student_dir / "run_card.json").is_file() else ["none"]
-    if not stale:
+    changed = changes(done, student_fingerprint) if done or (student_dir / "run_card.json").is_file() else ["none"]
+    if not changed:
         logger.info("offline: student already trained in %s, skipped", student_dir)
     else:
-        if stale != ["none"]:
-            logger.warning("offline: the student in %s is stale, training it again: %s", student_dir, "; ".join(stale))
+        if changed != ["none"]:
+            logger.warning(
+                "offline: the student in %s is stale, training it again: %s", student_dir, "; ".join(changed)
+            )
         train_sft(
             student,
             to_conversations(kept, str(traces_path)),

@@ -4,7 +4,7 @@ Rejection sampling and distillation keep their expensive intermediate files (a t
 samples and model) so that an interrupted run resumes. "The file exists" is not enough: after the
 teacher, the data or an option such as `verify_traces` changed, reusing it trains on stale data. A
 fingerprint is a plain mapping of the inputs (config fields, the model's identity, the data file's
-identity) stored beside the file; `changes` names what differs, and the recipe redoes the step and says why.
+identity) stored beside the file; `changes` (and `stale`, for a step's stats) names what differs, and the recipe redoes the step and says why.
 
 A model folder is identified by its config.json and the names, sizes and modification times of its weight
 files (hashing the weights of a 7B model would take minutes); a Hub model by its id and revision.
@@ -65,6 +65,12 @@ def data_fingerprint(script_args) -> dict:
     return {**fields_of(script_args, DATA_FIELDS), "data_file": path_identity(script_args.dataset_name)}
 
 
+def sampling_fingerprint(script_args, extra_fields: tuple[str, ...] = ()) -> dict:
+    """The inputs of a step that samples its own training data: the data options and file, and the sampling
+    options (SAMPLING_FIELDS and the recipe's `extra_fields`)."""
+    return {"data": data_fingerprint(script_args), "sampling": fields_of(script_args, SAMPLING_FIELDS + extra_fields)}
+
+
 def changes(old: dict | None, new: dict) -> list[str]:
     """What differs between a stored fingerprint and the current one, e.g. ["verify_traces: True -> False"]."""
     if old is None:
@@ -79,6 +85,12 @@ def changes(old: dict | None, new: dict) -> list[str]:
         else:
             differences.append(f"{key}: {_short(before)} -> {_short(after)}")
     return differences
+
+
+def stale(stats: dict | None, fingerprint: dict) -> list[str]:
+    """What changed since a cached step's `stats` (which hold its "fingerprint") were written; [] when there are
+    no stats yet, so there is nothing to redo, or when nothing changed."""
+    return changes(stats.get("fingerprint"), fingerprint) if stats else []
 
 
 def _short(value) -> str:

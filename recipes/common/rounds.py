@@ -12,14 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from recipes.common.fingerprint import (
-    SAMPLING_FIELDS,
-    TRAINING_FIELDS,
-    changes,
-    data_fingerprint,
-    fields_of,
-    path_identity,
-)
+from recipes.common.fingerprint import TRAINING_FIELDS, fields_of, path_identity, sampling_fingerprint, stale
 from recipes.common.traces import collect_traces, evaluate_pass_at_1, make_trace_sampler, solved_ids
 from tasks.files import read_json, read_jsonl, write_jsonl
 
@@ -31,8 +24,7 @@ def round_fingerprint(script_args, training_args, base_path: str) -> dict:
     other inputs is redone, and so is every round after it (they start from its model and its solved set)."""
     return {
         "base_model": path_identity(base_path),
-        "data": data_fingerprint(script_args),
-        "sampling": fields_of(script_args, SAMPLING_FIELDS + ("star_rationalization", "hint_template", "train_from")),
+        **sampling_fingerprint(script_args, ("star_rationalization", "hint_template", "train_from")),
         "training": fields_of(training_args, TRAINING_FIELDS),
     }
 
@@ -40,9 +32,9 @@ def round_fingerprint(script_args, training_args, base_path: str) -> dict:
 def read_round(round_dir: Path, k: int, fingerprint: dict) -> dict:
     """The stats a previous run left for round `k`, or {} when there are none or they were made from other inputs."""
     stats = read_json(round_dir / "stats.json") or {}
-    stale = changes(stats.get("fingerprint"), fingerprint) if stats else []
-    if stale:
-        logger.warning("round %d: the files in %s are stale, redoing the round: %s", k, round_dir, "; ".join(stale))
+    changed = stale(stats, fingerprint)
+    if changed:
+        logger.warning("round %d: the files in %s are stale, redoing the round: %s", k, round_dir, "; ".join(changed))
         return {}
     return stats
 
