@@ -90,26 +90,16 @@ def load_eval_dataset(
     name = name.strip()
     if is_code_set_name(name):
         return load_code_set(name, num_rows, system_prompt, user_template)
+    prompts = {"system_prompt": system_prompt, "user_template": user_template}  # the same for every kind of set
     if is_synthetic_name(name):
         args = DataArguments(
-            dataset_name=name,
-            dataset_num_rows=num_rows or DEFAULT_SYNTHETIC_PROBLEMS,
-            dataset_seed=seed,
-            system_prompt=system_prompt,
-            user_template=user_template,
+            dataset_name=name, dataset_num_rows=num_rows or DEFAULT_SYNTHETIC_PROBLEMS, dataset_seed=seed, **prompts
         )
         return load_rows(args, split="eval")
     spec = REGISTRY.get(name)
     if spec is None:
-        args = DataArguments(
-            dataset_name=name,
-            dataset_num_rows=num_rows,
-            system_prompt=system_prompt,
-            user_template=user_template,
-            question_field=question_field,
-            answer_field=answer_field,
-            field_map=field_map,
-        )
+        columns = {"question_field": question_field, "answer_field": answer_field, "field_map": field_map}
+        args = DataArguments(dataset_name=name, dataset_num_rows=num_rows, **columns, **prompts)
         try:
             return load_rows(args, split="test")
         except DatasetNotFoundError as error:
@@ -117,16 +107,9 @@ def load_eval_dataset(
                 f"unknown evaluation set {name!r}: not a registry name ({', '.join(sorted(REGISTRY))}), not "
                 f"'synthetic:<levels>', and not a readable local path. ({error})"
             ) from error
-    args = DataArguments(
-        dataset_name=spec.hub_id,
-        dataset_config=spec.config,
-        dataset_split=spec.split,
-        dataset_num_rows=num_rows,
-        question_field=spec.question_field,
-        answer_field=spec.answer_field,
-        system_prompt=system_prompt,
-        user_template=user_template,
-    )
+    columns = {"question_field": spec.question_field, "answer_field": spec.answer_field}
+    source = {"dataset_name": spec.hub_id, "dataset_config": spec.config, "dataset_split": spec.split}
+    args = DataArguments(**source, dataset_num_rows=num_rows, **columns, **prompts)
     rows = load_rows(args)
     if spec.answer_format == "gsm8k":
         rows = rows.map(lambda row: {"answer": gsm8k_final_answer(row["answer"])}, desc="gsm8k answers")
