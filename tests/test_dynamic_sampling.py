@@ -258,3 +258,48 @@ def test_a_buffered_group_carries_the_log_probs_of_the_policy_that_sampled_it(ti
     assert torch.allclose(old[fresh][mask[fresh]], step2[mask[fresh]], atol=1e-4)
     # and the update between the steps moved them, so the test could tell the two policies apart
     assert (step1 - step2_on_buffered)[mask[buffered]].abs().max() > 1e-2
+
+
+# ---------------------------------------------------------------- two processes
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this launch tests the CPU (gloo) path")
+def test_adaptive_two_processes_agree_on_round_sizes(tiny_model_dir, tmp_path):
+    """tests/support/adaptive_two_processes.py, target 2 groups per process. By hand (global = both processes):
+
+    step 1: round 0 = 2 each; rank 0 [V V] keeps 2, rank 1 [Z Z] none. Share 2/4: rank 0 wants 0 more,
+            rank 1 wants 2 / 0.5 = 4, so both generate 4: rank 0 [V V V Z] buffers 3, rank 1 [V Z V Z]
+            keeps 2. Estimate 5/12.
+    step 2: rank 0 uses 2 of its 3 buffered (1 dropped) and wants 0; rank 1 wants ceil(2 / (7/12)) = 4;
+            both generate 4: rank 0 [V Z Z Z] buffers 1, rank 1 [V V Z Z] keeps 2.
+    """
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    out = tmp_path / "two"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env.pop("WORLD_SIZE", None)
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+        str(REPO / "recipes/accelerate/multi_cpu.yaml"), "--main_process_port", "0",
+        str(REPO / "tests/support/adaptive_two_processes.py"), str(tiny_model_dir), str(out),
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-4000:]
+    ranks = [json.loads((out / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert [step["sizes"] for step in ranks[0]["steps"]] == [[2, 4], [4]]
+    assert [step["sizes"] for step in ranks[1]["steps"]] == [[2, 4], [4]]
+    assert [step["buffer"] for step in ranks[0]["steps"]] == [3, 1]
+    assert [step["buffer"] for step in ranks[1]["steps"]] == [0, 0]
+    assert ranks[0]["left"] == [] and ranks[1]["left"] == []
+    assert logged(out, "dynamic_sampling/groups_generated") == [12, 8]
+    assert logged(out, "dynamic_sampling/groups_kept_with_variance") == [4, 4]
+    assert logged(out, "dynamic_sampling/completions_per_kept_group") == [12.0, 8.0]
+    assert logged(out, "dynamic_sampling/buffer_used") == [0, 2]
+    assert logged(out, "dynamic_sampling/buffer_dropped") == [0, 1]
+    assert logged(out, "dynamic_sampling/buffer_carried") == [3, 1]
+    assert logged(out, "dynamic_sampling/zero_std_estimate") == [None, pytest.approx(5 / 12)]
