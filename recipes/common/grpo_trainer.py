@@ -20,8 +20,8 @@ set from GRPOConfig. What this subclass adds:
   reference filters on the accuracy metric, not on the shaped sum);
 * metrics for the monitor: `groups/std_mean` (the mean within-group std of those rewards, the earliest
   sign of entropy collapse) and `groups/zero_std_frac` (the share of groups without variance);
-* its own state (curriculum estimates, the extra-prompt stream, adaptive sampling's buffer) saved in each checkpoint and restored
-  with `resume_from_checkpoint`.
+* its own state (curriculum estimates, the extra-prompt stream, adaptive sampling's buffer and estimate)
+  saved in each checkpoint and restored with `resume_from_checkpoint`.
 """
 
 from __future__ import annotations
