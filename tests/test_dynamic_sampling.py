@@ -218,6 +218,20 @@ def test_adaptive_rounds_are_sized_from_the_zero_variance_share(tiny_model_dir, 
     assert [group.row_id for group in resumed._buffer] == [group.row_id for group in trainer._buffer]
 
 
+def test_adaptive_respects_the_cap_and_the_ceiling(tiny_model_dir, tmp_path):
+    """max_rounds 1, nothing ever has variance: round 0 = 4, then the share is 1 so round 1 = the ceiling
+    (3 x 4 = 12), then the cap: 4 zero-variance groups complete the batch, and no ratio is logged (0 kept)."""
+    out = tmp_path / "cap"
+    trainer, reward, recorder = make_trainer(tiny_model_dir, out, [Z] * 16, "adaptive", 1, 1)
+    trainer.train()
+    assert recorder.sizes == [[4, 12]]
+    assert recorder.chosen[0] == ids(reward.rounds, [(0, 0), (0, 1), (0, 2), (0, 3)])
+    assert logged(out, "dynamic_sampling/cap_hit") == [1.0]
+    assert logged(out, "dynamic_sampling/groups_kept_with_variance") == [0]
+    assert logged(out, "dynamic_sampling/completions_per_kept_group") == [None]
+    assert trainer._buffer == []
+
+
 def completion_logps(state_dict, model_dir, batch, rows) -> torch.Tensor:
     """log pi(completion token | prefix) for `rows` of a generation output, written out independently of TRL."""
     model = AutoModelForCausalLM.from_pretrained(model_dir)
