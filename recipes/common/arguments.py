@@ -84,6 +84,14 @@ class GRPOScriptArguments(DataArguments):
     dynamic_sampling_max_rounds: int = field(
         default=4, metadata={"help": "Extra generation rounds per step before zero-variance groups are let through."}
     )
+    dynamic_sampling_mode: str = field(
+        default="batch",
+        metadata={
+            "help": "How much an extra round generates: 'batch' (a whole batch, surplus discarded), 'reference' "
+            "(verl's DAPO: 3x batches, accumulated, truncated) or 'adaptive' (missing / (1 - zero-variance share) "
+            "groups, surplus kept for the next step). See recipes/common/dynamic_sampling.py."
+        },
+    )
     sampler: str = field(
         default="random",
         metadata={
@@ -125,6 +133,10 @@ class GRPOScriptArguments(DataArguments):
         super().__post_init__()
         if self.sampler not in SAMPLERS:
             raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        from recipes.common.dynamic_sampling import MODES
+
+        if self.dynamic_sampling_mode not in MODES:
+            raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {self.dynamic_sampling_mode!r}")
         if not isinstance(self.rewards, list) or not all(isinstance(r, dict) and "name" in r for r in self.rewards):
             raise ValueError(f"rewards must be a list of {{name, weight, ...}} mappings, got {self.rewards!r}")
         if not isinstance(self.curriculum, dict):

@@ -84,6 +84,7 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         callbacks=[monitor, *callbacks],
         dynamic_sampling=script_args.dynamic_sampling,
         dynamic_sampling_max_rounds=script_args.dynamic_sampling_max_rounds,
+        dynamic_sampling_mode=script_args.dynamic_sampling_mode,
         curriculum=(script_args.curriculum or {}) if script_args.sampler == "pass_rate_weighted" else None,
         accuracy_reward=accuracy[0] if accuracy else "math_accuracy",
         variance_rewards=variance_rewards,

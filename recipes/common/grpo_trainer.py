@@ -7,17 +7,21 @@ set from GRPOConfig. What this subclass adds:
   advantage and gives no gradient. Such groups are dropped and replaced by groups generated for further
   prompts, up to `dynamic_sampling_max_rounds` extra generation rounds per step; if that cap is hit, the
   batch is completed with zero-variance groups and the step logs `dynamic_sampling/cap_hit`. No
-  zero-variance group reaches the loss otherwise. Groups are whole within a process (each process's
-  generation batch must hold whole groups), so every process filters its own; all processes run the
-  same number of rounds because generation gathers rewards across them;
+  zero-variance group reaches the loss otherwise. `dynamic_sampling_mode` says how much an extra round
+  generates: `batch` (a whole batch, the surplus discarded), `reference` (verl's DAPO recipe: generation
+  batches of 3x the train batch, accumulated, then truncated) or `adaptive` (missing / (1 - zero-variance
+  share) groups, the surplus kept for the next step with its sampling log-probs);
+  recipes.common.dynamic_sampling has the loops, the staleness argument and the metrics. Groups are whole
+  within a process (each process's generation batch must hold whole groups), so every process filters
+  its own; all processes run the same rounds of the same size because generation gathers across them;
 * a curriculum (Kimi k1.5): prompts drawn with weight 1 - pass rate (data_filters.curriculum), the pass
   rates updated online from the accuracy reward of every generated group;
 * which rewards define a group's variance (`variance_rewards`, by default the accuracy reward: DAPO's
   reference filters on the accuracy metric, not on the shaped sum);
 * metrics for the monitor: `groups/std_mean` (the mean within-group std of those rewards, the earliest
   sign of entropy collapse) and `groups/zero_std_frac` (the share of groups without variance);
-* its own state (curriculum estimates, the extra-prompt stream) saved in each checkpoint and restored
-  with `resume_from_checkpoint`.
+* its own state (curriculum estimates, the extra-prompt stream, adaptive sampling's buffer and estimate)
+  saved in each checkpoint and restored with `resume_from_checkpoint`.
 """
 
 from __future__ import annotations
@@ -31,19 +35,15 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
+from recipes.common.dynamic_sampling import DynamicSamplingMixin, Group
+
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "rlvr_state.json"
-# Per-token tensors of the generation output: padded on the left (prompt) or on the right (completion).
-LEFT_PADDED = {"prompt_ids", "prompt_mask"}
-RIGHT_PADDED = {
-    "completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps",
-    "sampling_per_token_logps", "tool_mask",
-}  # fmt: skip
-PER_ROW = {"advantages"}
+BUFFER_FILE = "rlvr_buffer_rank{rank}.pt"  # adaptive dynamic sampling's buffer, one file per process
 
 
-class RLVRGRPOTrainer(GRPOTrainer):
+class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
     """GRPOTrainer plus dynamic sampling and a pass-rate curriculum (see the module docstring)."""
 
     def __init__(
@@ -51,20 +51,20 @@ class RLVRGRPOTrainer(GRPOTrainer):
         *args,
         dynamic_sampling: bool = False,
         dynamic_sampling_max_rounds: int = 4,
+        dynamic_sampling_mode: str = "batch",
         curriculum: dict | None = None,
         accuracy_reward: str = "math_accuracy",
         variance_rewards: list[str] | None = None,
         **kwargs,
     ):
         self.dynamic_sampling = dynamic_sampling
-        self.dynamic_sampling_max_rounds = dynamic_sampling_max_rounds
+        self._init_dynamic_sampling(dynamic_sampling_mode, dynamic_sampling_max_rounds)
         self.curriculum_options = curriculum
         self.curriculum = None
         self.accuracy_reward = accuracy_reward
         self.variance_rewards = list(variance_rewards) if variance_rewards else None
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
-        self.last_batch_group_ids: list = []
         super().__init__(*args, **kwargs)
         unknown = sorted(set(self.variance_rewards or ()) - set(self.reward_func_names))
         if unknown:
@@ -164,76 +164,7 @@ class RLVRGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         if not (self.dynamic_sampling and self.model.training):
             return super()._generate_and_score_completions(inputs)
-        g = self.num_generations
-        target = len(inputs) // g
-        kept, zero_variance = [], []  # (batch, local group index, the group's row id)
-        generated, rounds = 0, 0
-        batch_inputs = inputs
-        while True:
-            batch = super()._generate_and_score_completions(batch_inputs)
-            local_groups = len(batch_inputs) // g
-            first = self.accelerator.process_index * local_groups  # this process's groups in the gathered tensor
-            stds = self._last_group_std[first : first + local_groups]
-            for group in range(local_groups):
-                entry = (batch, group, batch_inputs[group * g].get("id"))
-                (kept if stds[group] > 1e-6 else zero_variance).append(entry)
-            generated += local_groups
-            short = torch.tensor([float(len(kept) < target)], device=self.accelerator.device)
-            if self.accelerator.gather(short).max().item() == 0 or rounds >= self.dynamic_sampling_max_rounds:
-                break
-            rounds += 1
-            batch_inputs = self._extra_prompts(target)
-        cap_hit = len(kept) < target
-        if cap_hit:
-            logger.warning(
-                "dynamic sampling: %d of %d groups have reward variance after %d extra rounds (the cap); "
-                "%d zero-variance groups complete the batch",
-                len(kept), target, rounds, target - len(kept),
-            )  # fmt: skip
-        chosen = (kept + zero_variance)[:target]
-        self.last_batch_group_ids = [row_id for _, _, row_id in chosen]  # what reaches the loss, for inspection
-        totals = self.accelerator.gather(
-            torch.tensor([generated, min(len(kept), target)], device=self.accelerator.device)
-        )
-        totals = totals.view(-1, 2).sum(dim=0).tolist()
-        metrics = self._metrics["train"]
-        metrics["dynamic_sampling/groups_generated"].append(totals[0])
-        metrics["dynamic_sampling/groups_kept_with_variance"].append(totals[1])
-        metrics["dynamic_sampling/extra_rounds"].append(rounds)
-        metrics["dynamic_sampling/cap_hit"].append(float(cap_hit))
-        return self._assemble(chosen, g)
-
-    def _assemble(self, chosen: list, g: int) -> dict:
-        """One generation output from whole groups of several, re-padded to common lengths."""
-        unsupported = (
-            set(chosen[0][0])
-            - LEFT_PADDED
-            - RIGHT_PADDED
-            - PER_ROW
-            - {"num_items_in_batch", "importance_sampling_ratio"}
-        )
-        if unsupported:
-            raise ValueError(
-                f"dynamic sampling cannot merge generation outputs holding {sorted(unsupported)} (multimodal inputs)"
-            )
-        out = {}
-        for key in chosen[0][0]:
-            if key == "num_items_in_batch":
-                continue
-            pieces = [batch[key][group * g : (group + 1) * g] for batch, group, _ in chosen]
-            if (
-                key in LEFT_PADDED
-                or key in RIGHT_PADDED
-                or (key == "importance_sampling_ratio" and pieces[0].dim() == 2 and pieces[0].shape[1] > 1)
-            ):
-                width = max(piece.shape[1] for piece in pieces)
-                value = self._tokenizer.pad_token_id if key in ("prompt_ids", "completion_ids") else 0
-                side = "left" if key in LEFT_PADDED else "right"
-                pieces = [_pad(piece, width, value, side) for piece in pieces]
-            out[key] = torch.cat(pieces, dim=0)
-        loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
-        out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
-        return out
+        return self._sample_dynamically(inputs)  # recipes.common.dynamic_sampling
 
     # ------------------------------------------------------------ checkpoints
 
@@ -243,11 +174,18 @@ class RLVRGRPOTrainer(GRPOTrainer):
             folder = os.path.join(
                 self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
             )
-            state = {"extra_draws": self._extra_draws}
+            state = {"extra_draws": self._extra_draws, "zero_std_estimate": self._zero_std_estimate}
             if self.curriculum is not None:
                 state["curriculum"] = self.curriculum.state_dict()
             with open(os.path.join(folder, STATE_FILE), "w") as handle:
                 json.dump(state, handle)
+        if self._buffer:  # every process saves its own buffer
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            os.makedirs(folder, exist_ok=True)
+            rank = self.accelerator.process_index
+            torch.save([vars(group) for group in self._buffer], os.path.join(folder, BUFFER_FILE.format(rank=rank)))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
@@ -256,14 +194,13 @@ class RLVRGRPOTrainer(GRPOTrainer):
             with open(path) as handle:
                 state = json.load(handle)
             self._extra_draws = state.get("extra_draws", 0)
+            self._zero_std_estimate = state.get("zero_std_estimate")
             if self.curriculum is not None and "curriculum" in state:
                 self.curriculum.load_state_dict(state["curriculum"])
             logger.info("restored dynamic-sampling and curriculum state from %s", path)
-
-
-def _pad(tensor: torch.Tensor, width: int, value, side: str) -> torch.Tensor:
-    missing = width - tensor.shape[1]
-    if missing <= 0:
-        return tensor
-    filler = torch.full((tensor.shape[0], missing), value, dtype=tensor.dtype, device=tensor.device)
-    return torch.cat([filler, tensor] if side == "left" else [tensor, filler], dim=1)
+        buffer = (
+            os.path.join(checkpoint, BUFFER_FILE.format(rank=self.accelerator.process_index)) if checkpoint else None
+        )
+        if buffer and os.path.exists(buffer):
+            saved = torch.load(buffer, map_location=self.accelerator.device, weights_only=False)
+            self._buffer = [Group(**fields) for fields in saved]
