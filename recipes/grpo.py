@@ -34,6 +34,7 @@ logger = logging.getLogger("recipes.grpo")
 
 DEFAULT_CONFIG = "demo/dapo.yaml"
 SAMPLERS = ("random", "pass_rate_weighted")
+VARIANCE_FROM_SUM = "sum"  # variance_rewards: [sum] reads a group's variance from the weighted sum of all rewards
 
 
 @dataclass
@@ -71,7 +72,9 @@ class GRPOScriptArguments(DataArguments):
         metadata={
             "help": "Rewards whose within-group spread is a group's variance, for dynamic sampling and the monitor. "
             "Default: the accuracy rewards among `rewards` (math_accuracy, code_pass_rate, code_binary), as DAPO "
-            "filters on accuracy; with none of them, the weighted sum of all rewards."
+            "filters on accuracy; with none of them, the weighted sum of all rewards. `sum` alone: the weighted "
+            "sum of all rewards even when there is an accuracy reward (the filter DAPO's paper does not use, "
+            "for the ablation)."
         },
     )
     monitor_std_threshold: float = field(
@@ -96,11 +99,25 @@ class GRPOScriptArguments(DataArguments):
             raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
         if isinstance(self.variance_rewards, str):
             self.variance_rewards = [self.variance_rewards]
-        unknown = sorted(set(self.variance_rewards or ()) - {r["name"] for r in self.rewards})
+        if VARIANCE_FROM_SUM in (self.variance_rewards or ()) and len(self.variance_rewards) > 1:
+            raise ValueError(
+                f"variance_rewards {self.variance_rewards}: `{VARIANCE_FROM_SUM}` (the weighted sum of all rewards) "
+                "stands alone; give either it or reward names"
+            )
+        unknown = sorted(set(self.variance_rewards or ()) - {r["name"] for r in self.rewards} - {VARIANCE_FROM_SUM})
         if unknown:
             raise ValueError(
                 f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"
             )
+
+
+def variance_reward_names(script_args: GRPOScriptArguments) -> list[str] | None:
+    """The rewards whose spread is a group's variance, as the trainer takes them: None is the weighted sum."""
+    from rewards import accuracy_reward_names
+
+    if script_args.variance_rewards == [VARIANCE_FROM_SUM]:
+        return None
+    return script_args.variance_rewards or accuracy_reward_names(script_args.rewards) or None
 
 
 def distributed_setup(accelerator) -> dict:
@@ -151,7 +168,7 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
     )  # fmt: skip
 
     accuracy = accuracy_reward_names(script_args.rewards)
-    variance_rewards = script_args.variance_rewards or accuracy or None
+    variance_rewards = variance_reward_names(script_args)
     logger.info("a group's variance is read from %s", variance_rewards or "the weighted sum of all rewards")
     monitor = RLVRMonitor(
         training_args.output_dir,
