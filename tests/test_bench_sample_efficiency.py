@@ -185,18 +185,22 @@ def test_dynamic_sampling_mode_variants_need_the_recipe_option():
 
 def test_the_estimate_schedules_the_runs_on_the_parallel_jobs(monkeypatch):
     bench = load("sample_efficiency")
-    monkeypatch.setattr(bench, "COSTS", {"step_s": 1.0, "dynamic_step_s": 2.0, "eval_completion_s": 0.01,
-                                         "job_start_s": 30.0})  # fmt: skip
+    costs = {"step_s": 1.0, "dynamic_step_s": 2.0, "capped_step_s": 3.0, "eval_completion_s": 0.01,
+             "job_start_s": 30.0, "idle_overhead": 1.0}  # fmt: skip
+    monkeypatch.setattr(bench, "COSTS", costs)
     args = bench.parse_args(["--steps", "60", "--eval-problems", "25", "--eval-samples", "8", "--jobs", "2"])
     # one evaluation: 8 levels x 25 problems x 8 samples x 0.01 s = 16 s
     assert bench.job_minutes("cold_start", args) == pytest.approx((30 + 16) / 60)
     assert bench.job_minutes("grpo", args) == pytest.approx((30 + 60 + 16) / 60)
     assert bench.job_minutes("dapo", args) == pytest.approx((30 + 120 + 16) / 60)
+    assert bench.job_minutes("format_only", args) == pytest.approx((30 + 180 + 16) / 60)  # every step at the cap
     jobs = [("cold_start", 0), ("grpo", 0), ("dapo", 0), ("grpo", 1)]
     # worker A: cold start 46 s, then dapo 166 s = 212 s; worker B: grpo 106 s, then grpo 106 s = 212 s
     assert bench.estimate_minutes(jobs, args) == pytest.approx(212 / 60)
     args.jobs = 1
     assert bench.estimate_minutes(jobs, args) == pytest.approx((46 + 106 + 166 + 106) / 60)
+    costs["idle_overhead"] = 1.5  # CPU time to wall time scales every job
+    assert bench.estimate_minutes(jobs, args) == pytest.approx(1.5 * (46 + 106 + 166 + 106) / 60)
 
 
 def test_fast_run_of_two_variants_over_two_seeds_then_a_rerun_skips_it(trained_tiny_model_dir, tmp_path, capsys):

@@ -56,14 +56,26 @@ from scripts.bench.sample_efficiency_stats import write_plot, write_table  # noq
 
 logger = logging.getLogger("bench.sample_efficiency")
 
-# The cost model behind the estimate printed before a run, measured on the 2-core machine by the command in
-# the module's COSTS note below (one thread per run, two runs side by side).
+# The cost model behind the estimate printed before a run. Measured with
+#   python scripts/bench/sample_efficiency.py --variants grpo dapo format_only random_reward --seeds 0 \
+#       --steps 10 --eval-problems 25 --eval-samples 8 --output-dir /tmp/measure
+# on the 2-core machine while other jobs kept its load average near 7, so from each job's CPU time (eval.json:
+# start_cpu_seconds, train_cpu_seconds, eval_cpu_seconds; one thread, so the wall time it would take on a free
+# core), not its wall time (4-5x longer under that load). GRPO 1.43 s/step (the recipe's overhead bench
+# measured 1.34 s/step wall for DAPO without dynamic sampling); DAPO 2.05 s/step at 2.9 generation rounds per
+# step; format_only 2.37 s/step, every step at the cap of 4 rounds; an evaluation 10.3 s CPU per 1600
+# completions. `idle_overhead` scales CPU time to wall time: these constants predict 18.2 min for the one full
+# run on record (the single-seed bench, 4 methods x 100 steps and 21 evaluations of 3200 completions, which took
+# about 26 min on 2 cores), so the estimate multiplies them by 26 / 18.2.
 COSTS = {
-    "step_s": 1.6,  # one optimizer step without dynamic sampling (8 prompts x 8 samples, generation and update)
-    "dynamic_step_s": 3.1,  # a step with dynamic sampling, its extra rounds averaged over a 100-step DAPO run
-    "eval_completion_s": 0.016,  # one held-out completion (batch 256, up to 96 new tokens)
-    "job_start_s": 25.0,  # a run's process start, imports and model loads
+    "step_s": 1.43,  # a step without dynamic sampling (8 prompts x 8 samples, generation and update)
+    "dynamic_step_s": 2.05,  # a step with dynamic sampling (DAPO's first 10 steps: 2.9 rounds per step)
+    "capped_step_s": 2.37,  # a step at the cap of dynamic sampling's rounds (format_only: every group agrees)
+    "eval_completion_s": 0.0064,  # one held-out completion (batch 256, up to 96 new tokens)
+    "job_start_s": 5.0,  # a run's imports and model loads
+    "idle_overhead": 1.43,  # wall time / CPU time of the one full run on record
 }
+STEP_COST = {**dict.fromkeys(DYNAMIC_SAMPLING_OFF, "step_s"), "format_only": "capped_step_s"}
 
 
 # ---------------------------------------------------------------- the bench
@@ -93,13 +105,13 @@ def launch(name: str, seed: int, args) -> int:
 
 
 def job_minutes(name: str, args) -> float:
-    """The cost model's minutes for one job (COSTS)."""
+    """The cost model's wall minutes for one job on a free core (COSTS)."""
     evaluate_s = len(EVAL_LEVELS) * args.eval_problems * args.eval_samples * COSTS["eval_completion_s"]
     if name == "cold_start":
-        return (COSTS["job_start_s"] + evaluate_s) / 60
-    per_step = COSTS["step_s"] if name in DYNAMIC_SAMPLING_OFF else COSTS["dynamic_step_s"]
+        return (COSTS["job_start_s"] + evaluate_s) * COSTS["idle_overhead"] / 60
+    per_step = COSTS[STEP_COST.get(name, "dynamic_step_s")]
     evaluations = args.steps // args.save_steps + (1 if args.steps % args.save_steps else 0)
-    return (COSTS["job_start_s"] + args.steps * per_step + evaluations * evaluate_s) / 60
+    return (COSTS["job_start_s"] + args.steps * per_step + evaluations * evaluate_s) * COSTS["idle_overhead"] / 60
 
 
 def estimate_minutes(jobs: list[tuple[str, int]], args) -> float:
@@ -119,7 +131,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="one run per seed (default 0 1 2; fast 0 1)")
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default 60; fast: 2)")
     parser.add_argument("--save-steps", type=int, default=None, help="checkpoint interval (default: --steps)")
-    parser.add_argument("--eval-problems", type=int, default=None, help="held-out problems per level (default 25)")
+    parser.add_argument("--eval-problems", type=int, default=None, help="held-out problems per level (default 50)")
     parser.add_argument("--eval-samples", type=int, default=None, help="samples per problem (default 8)")
     parser.add_argument("--eval-seed", type=int, default=0, help="held-out problems and their sampling streams")
     parser.add_argument("--jobs", type=int, default=2, help="runs side by side (default 2)")
@@ -133,7 +145,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.steps = args.steps or (2 if args.fast else 60)
     args.save_steps = args.save_steps or args.steps
-    args.eval_problems = args.eval_problems or (1 if args.fast else 25)
+    args.eval_problems = args.eval_problems or (1 if args.fast else 50)
     args.eval_samples = args.eval_samples or (2 if args.fast else 8)
     args.seeds = args.seeds if args.seeds is not None else ([0, 1] if args.fast else [0, 1, 2])
     chosen = args.variants or (["grpo", "dapo"] if args.fast else DEFAULT_VARIANTS)

@@ -172,7 +172,7 @@ def evaluate(model_dir: Path, tokenizer, rows: list[dict], args) -> dict:
 
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     params = SamplingParams(n=args.eval_samples, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS, seed=args.eval_seed)
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     results = sample_and_score(TransformersSampler(model, tokenizer, batch_size=256), rows, params, progress=False)
     per_problem = [result.pass_at(1) for result in results]
     low, high = bootstrap_ci(per_problem)
@@ -183,6 +183,7 @@ def evaluate(model_dir: Path, tokenizer, rows: list[dict], args) -> dict:
         "num_correct": [result.num_correct for result in results],
         "protocol": params.__dict__,
         "eval_seconds": time.time() - started,
+        "eval_cpu_seconds": time.process_time() - cpu,  # what the wall time would be on an idle core
     }
 
 
@@ -235,9 +236,11 @@ def run_job(name: str, seed: int, args) -> None:
     run_dir = args.output_dir / name / f"seed{seed}"
     out = run_dir / "eval.json"
     state = reuse(out, args) or {"variant": name, "seed": seed, "settings": settings(args), "points": {}}
-    started = time.time()
+    started, cpu = time.time(), time.process_time()
     train(name, seed, args, run_dir)
     state.setdefault("train_wall_seconds", time.time() - started)
+    state.setdefault("start_cpu_seconds", cpu)  # the job process's imports and loads before training
+    state.setdefault("train_cpu_seconds", time.process_time() - cpu)  # one thread: the wall time on an idle core
     completions = completions_by_step(run_dir)
     rows = eval_rows(args)
     for step, folder in checkpoints(run_dir):
