@@ -167,20 +167,25 @@ def test_every_variant_is_the_config_it_claims_as_recipes_grpo_parses_it(tmp_pat
     assert [r["name"] for r in parsed("format_only")[0].rewards] == ["format_only", "overlong"]
     for name, variant in runs.VARIANTS.items():
         assert variant.parent is None or variant.parent in runs.VARIANTS, name
+    if "dynamic_sampling_mode" in {field.name for field in dataclasses.fields(grpo.GRPOScriptArguments)}:
+        for mode in ("batch", "reference", "adaptive"):
+            assert parsed(f"dapo_ds_{mode}")[0].dynamic_sampling_mode == mode
 
 
-def test_dynamic_sampling_mode_variants_need_the_recipe_option():
+def test_dynamic_sampling_mode_variants_need_the_recipe_option(capsys):
     bench = load("sample_efficiency")
     from recipes.grpo import GRPOScriptArguments
 
     if "dynamic_sampling_mode" in {field.name for field in dataclasses.fields(GRPOScriptArguments)}:
         args = bench.parse_args(["--variants", "dapo_ds_adaptive", "dapo_ds_batch", "--dry-run"])
         assert args.variants == ["dapo_ds_adaptive", "dapo_ds_batch"]
-    else:
+    else:  # a clear error before anything runs, not a failed training run per seed
         with pytest.raises(SystemExit):
             bench.parse_args(["--variants", "dapo", "dapo_ds_adaptive"])
+        assert "['dapo_ds_adaptive'] need recipes/grpo.py's --dynamic_sampling_mode" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench.parse_args(["--variants", "dapo_typo"])
+    assert "unknown variant(s) ['dapo_typo']" in capsys.readouterr().err
 
 
 def test_the_estimate_schedules_the_runs_on_the_parallel_jobs(monkeypatch):

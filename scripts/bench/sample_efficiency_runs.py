@@ -60,21 +60,21 @@ VARIANTS = {
         DAPO,
         "dapo",
         lambda c, s: _rewards(c, replace_accuracy={"name": "random", "weight": 1.0, "p": 0.5, "seed": s}),
-    ),  # fmt: skip
+    ),
     "format_only": Variant(
         "DAPO with a format-only reward (control)",
         DAPO,
         "dapo",
         lambda c, s: _rewards(c, replace_accuracy={"name": "format_only", "weight": 1.0}),
-    ),  # fmt: skip
+    ),
     **{
         f"dapo_ds_{mode}": Variant(
             f"DAPO, dynamic sampling mode {mode}",
             DAPO,
-            "dapo" if mode == "batch" else "dapo_ds_batch",
+            "dapo",  # batch is dapo.yaml's own mode: dapo_ds_batch must match dapo
             lambda c, s, mode=mode: [f"--{DS_MODE}", mode],
             needs=DS_MODE,
-        )  # fmt: skip
+        )
         for mode in ("batch", "reference", "adaptive")
     },
 }
@@ -82,7 +82,8 @@ DEFAULT_VARIANTS = [
     "grpo", "dapo", "dr_grpo", "dapo_no_ds", "grpo_beta0", "dapo_no_clip_higher", "dapo_no_overlong",
     "dapo_filter_sum", "random_reward", "format_only",
 ]  # fmt: skip
-DYNAMIC_SAMPLING_OFF = {"grpo", "dr_grpo", "dapo_no_ds", "grpo_beta0"}
+DYNAMIC_SAMPLING_OFF = {"grpo", "dr_grpo", "dapo_no_ds", "grpo_beta0"}  # the cost model's plain steps
+
 
 # ---------------------------------------------------------------- one run
 
