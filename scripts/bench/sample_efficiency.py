@@ -207,10 +207,6 @@ def main(argv: list[str] | None = None) -> dict:
     if args.job:
         run_job(args.job[0], int(args.job[1]), args)
         return {}
-    from recipes.common.model import resolve_model_path
-
-    resolve_model_path(str(args.model), if_missing="cold_start")  # the demo's cold start, built when missing
-    args.output_dir.mkdir(parents=True, exist_ok=True)
     start, results = load_results(args)
     todo = [] if start is not None else [("cold_start", 0)]
     todo += [(name, seed) for seed in args.seeds for name in args.variants if seed not in results[name]]
@@ -220,6 +216,10 @@ def main(argv: list[str] | None = None) -> dict:
           f"side: about {minutes:.0f} min on a 2-core machine (cost model: {COSTS})", flush=True)  # fmt: skip
     if args.dry_run:
         return {"todo": todo, "minutes": minutes}
+    from recipes.common.model import resolve_model_path
+
+    resolve_model_path(str(args.model), if_missing="cold_start")  # the demo's cold start, built when missing
+    args.output_dir.mkdir(parents=True, exist_ok=True)
     started, failed = time.time(), []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {pool.submit(launch, name, seed, args): (name, seed) for name, seed in todo}
