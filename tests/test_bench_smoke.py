@@ -1,11 +1,10 @@
 """The benchmark scripts' own logic, without training: scripts/bench/grpo_overhead.py (the bare arm's reward
-means what math_accuracy means; two trainers take strict turns) and scripts/bench/sample_efficiency.py
-(completions counted from metrics.jsonl, dynamic sampling's extra rounds included; table and plot)."""
+means what math_accuracy means; two trainers take strict turns). scripts/bench/sample_efficiency.py has its
+own tests in tests/test_bench_sample_efficiency.py."""
 
 from __future__ import annotations
 
 import importlib.util
-import json
 import threading
 from types import SimpleNamespace
 
@@ -61,35 +60,3 @@ def test_the_turnstile_makes_two_threads_take_strict_turns_step_by_step():
     for thread in threads:
         thread.join(timeout=10)
     assert order == ["ours", "bare"] * 3
-
-
-def test_sample_efficiency_counts_completions_and_writes_table_and_plot(tmp_path):
-    bench = load("sample_efficiency")
-    run = tmp_path / "dapo"
-    run.mkdir()
-    card = {
-        "config": {"training": {"num_generations": 8, "per_device_train_batch_size": 64, "num_iterations": 1}},
-        "processes": 1,
-        "final_step": 3,
-    }
-    (run / "run_card.json").write_text(json.dumps(card))
-    records = [
-        {"step": 1, "loss": 0.1, "dynamic_sampling/groups_generated": 8},
-        {"step": 2, "loss": 0.1, "dynamic_sampling/groups_generated": 24},  # two extra rounds
-        {"step": 2, "loss": 0.1, "dynamic_sampling/groups_generated": 16},  # logged again after a resume
-        {"step": 3, "loss": 0.1, "dynamic_sampling/groups_generated": 8},
-        {"step": 3, "train_runtime": 60.0},
-    ]
-    (run / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
-    assert bench.completions_by_step(run) == {0: 0, 1: 64, 2: 192, 3: 256}
-
-    point = {"pass@1": 0.25, "ci95": [0.2, 0.3], "pass@8": 0.5, "num_correct": [2, 2]}
-    start = {**point, "pass@1": 0.2}
-    states = {"dapo": {"points": {"2": {**point, "completions": 192}, "3": {**point, "completions": 256}}}}
-    args = SimpleNamespace(eval_samples=8, steps=3, model="cold", seed=0)
-    bench.write_table(tmp_path / "table.md", states, start, args)
-    bench.write_plot(tmp_path / "plot.png", states, start, args)
-    table = (tmp_path / "table.md").read_text()
-    assert "| DAPO | 3 | 256 | 0.250 [0.200, 0.300] | 0.500 |" in table
-    assert "0.250 (192)" in table
-    assert (tmp_path / "plot.png").stat().st_size > 1000

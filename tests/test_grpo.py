@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 from trl import GRPOConfig, ModelConfig
 
 from recipes import grpo
+from recipes.common import grpo_setup
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.monitor import RLVRMonitor
 from tasks.synthetic import generate_rows
@@ -160,6 +161,38 @@ def test_dynamic_sampling_cap_lets_zero_variance_groups_through_and_says_so(trai
 
 
 # ---------------------------------------------------------------- monitor
+
+
+def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
+    """`--variance_rewards sum` (the bench's dapo_filter_sum) makes a group's variance the std of the weighted
+    sum even with math_accuracy among the rewards; the default stays the accuracy reward."""
+    from types import SimpleNamespace
+
+    from recipes.common.config import ConfigError
+    from recipes.common.grpo_trainer import RLVRGRPOTrainer
+
+    default = parse("demo/dapo.yaml")[0]
+    assert grpo_setup.variance_reward_names(default) == ["math_accuracy"]
+    summed = parse("demo/dapo.yaml", "--variance_rewards", "sum")[0]
+    assert summed.variance_rewards == ["sum"] and grpo_setup.variance_reward_names(summed) is None
+    both = parse("demo/dapo.yaml", "--variance_rewards", "math_accuracy", "overlong")[0]
+    assert grpo_setup.variance_reward_names(both) == ["math_accuracy", "overlong"]
+    with pytest.raises((ValueError, ConfigError), match="stands alone"):
+        parse("demo/dapo.yaml", "--variance_rewards", "sum", "overlong")
+
+    # Two groups of 2 (accuracy, overlong), weights 1 and 1: group 1 is all wrong but differs in length,
+    # group 2 is all right and equally long.
+    per_func = torch.tensor([[0.0, 0.0], [0.0, -1.0], [1.0, 0.0], [1.0, 0.0]])
+    summed_rewards = per_func.sum(dim=1)
+
+    def spread(variance_rewards):
+        fake = SimpleNamespace(
+            num_generations=2, variance_rewards=variance_rewards, reward_func_names=["math_accuracy", "overlong"]
+        )
+        return RLVRGRPOTrainer._group_spread(fake, per_func, summed_rewards).tolist()
+
+    assert spread(grpo_setup.variance_reward_names(default)) == [0.0, 0.0]  # accuracy: no variance anywhere
+    assert spread(grpo_setup.variance_reward_names(summed)) == pytest.approx([2**-0.5, 0.0])  # std of [0, -1]
 
 
 def test_monitor_fires_on_collapse_and_constant_rewards_and_stays_silent_otherwise(tmp_path):

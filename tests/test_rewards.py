@@ -163,6 +163,58 @@ def test_random_reward_is_deterministic_and_has_the_asked_rate():
     assert get_reward("random", p=1.0)(completions[:10]) == [1.0] * 10
 
 
+def test_random_reward_is_a_fair_coin_fixed_by_seed_prompt_and_completion():
+    """The random-reward control of the sample-efficiency bench: default p is 0.5, rows without an id are
+    keyed by their prompt, and the same (seed, prompt, completion) always draws the same value."""
+    rand = get_reward("random", seed=3)
+    completions = [f"<think>\\nx={i}\\n</think>\\n\\boxed{{{i % 7}}}" for i in range(6000)]
+    prompts = [f"problem {i % 300}" for i in range(6000)]
+    scores = rand(completions, prompts=prompts)
+    assert set(scores) == {0.0, 1.0}
+    assert abs(sum(scores) / len(scores) - 0.5) < 0.026  # 4 standard deviations of a binomial mean
+    assert scores == get_reward("random", seed=3)(list(reversed(completions)), prompts=list(reversed(prompts)))[::-1]
+    # the prompt is part of the key: one completion under many prompts is not one draw repeated
+    same = rand(["\\boxed{1}"] * 400, prompts=[f"p{i}" for i in range(400)])
+    assert 0.4 < sum(same) / 400 < 0.6
+    assert get_reward("random", seed=4)(completions, prompts=prompts) != scores
+
+
+FORMAT_CASES = [
+    ("<think>\na=7\n</think>\n\\boxed{7}", 1.0),
+    ("<think>\na=7\n</think>\n\\boxed{8}", 1.0),  # wrong, and readable
+    ("\\boxed{7}", 1.0),  # no think tags: the whole text is the answer segment
+    ("<think>\na=7\n</think>\n\\boxed{7} so \\boxed{7}", 1.0),  # the same value twice
+    ("<think>\na=7\n</think>\n\\boxed{x^2+1}", 1.0),
+    ("<think>\na=7\n</think>\n\\boxed{7} or \\boxed{8}", 0.0),  # two values stated together
+    ("<think>\na=7\n</think>\n\\boxed{3 or 4}", 0.0),  # alternatives in one box
+    ("<think>\na=7\nb=\\boxed{7}", 0.0),  # reasoning never closed
+    ("<think>\na=7\n</think>\nthe answer is 7", 0.0),  # no box
+    ("<think>\na=7\n</think>\n\\boxed{}", 0.0),  # empty box
+    ("\\boxed{\uff14\uff12}", 0.0),  # look-alike digits
+    ("\\boxed{" + "1" * 1001 + "}", 0.0),  # longer than any real answer
+    ("", 0.0),
+]
+
+
+def test_format_only_reward_against_hand_cases():
+    texts, expected = zip(*FORMAT_CASES, strict=True)
+    format_only = get_reward("format_only")
+    assert format_only(list(texts)) == list(expected)
+    chat = [[{"role": "assistant", "content": text}] for text in texts]
+    assert format_only(chat) == list(expected)
+    assert format_only([None, 42]) == [0.0, 0.0]  # unreadable completions score, never raise
+
+
+def test_format_only_reward_cannot_tell_right_from_wrong():
+    texts = [f"<think>\nb={value}\n</think>\n\\boxed{{{value}}}" for value in range(10)]
+    golds = ["3"] * 10
+    accuracy = get_reward("math_accuracy")(texts, golds)
+    assert accuracy == [float(value == 3) for value in range(10)]  # the verifier tells them apart
+    format_only = get_reward("format_only")
+    assert format_only(texts, answer=golds) == [1.0] * 10
+    assert format_only(texts, answer=["4"] * 10) == format_only(texts) == [1.0] * 10
+
+
 def test_constant():
     assert get_reward("constant", value=0.5)(["a", "b"]) == [0.5, 0.5]
 
@@ -172,7 +224,7 @@ def test_constant():
 
 def test_registry_lists_the_library():
     expected = {"math_accuracy", "think_format", "tag_count", "overlong", "kimi_length", "cosine", "repetition"}
-    assert expected | {"language_consistency", "random", "constant"} <= set(available_rewards())
+    assert expected | {"language_consistency", "random", "constant", "format_only"} <= set(available_rewards())
 
 
 def test_unknown_names_and_parameters_list_what_exists():

@@ -16,6 +16,7 @@ from recipes.common.traces import DEFAULT_HINT, TraceArguments
 from tasks.schema import DataArguments
 
 SAMPLERS = ("random", "pass_rate_weighted")  # grpo.py: how prompts are drawn
+VARIANCE_FROM_SUM = "sum"  # variance_rewards: [sum] reads a group's variance from the weighted sum of all rewards
 TRAIN_FROM = ("base", "previous")  # rejection_sampling.py: where each round's SFT starts
 MODES = ("offline", "on_policy", "both")  # distill.py: which stages run
 
@@ -114,7 +115,9 @@ class GRPOScriptArguments(DataArguments):
         metadata={
             "help": "Rewards whose within-group spread is a group's variance, for dynamic sampling and the monitor. "
             "Default: the accuracy rewards among `rewards` (math_accuracy, code_pass_rate, code_binary), as DAPO "
-            "filters on accuracy; with none of them, the weighted sum of all rewards."
+            "filters on accuracy; with none of them, the weighted sum of all rewards. `sum` alone: the weighted "
+            "sum of all rewards even when there is an accuracy reward (the filter DAPO's paper does not use, "
+            "for the ablation)."
         },
     )
     monitor_std_threshold: float = field(
@@ -143,7 +146,12 @@ class GRPOScriptArguments(DataArguments):
             raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
         if isinstance(self.variance_rewards, str):
             self.variance_rewards = [self.variance_rewards]
-        unknown = sorted(set(self.variance_rewards or ()) - {r["name"] for r in self.rewards})
+        if VARIANCE_FROM_SUM in (self.variance_rewards or ()) and len(self.variance_rewards) > 1:
+            raise ValueError(
+                f"variance_rewards {self.variance_rewards}: `{VARIANCE_FROM_SUM}` (the weighted sum of all rewards) "
+                "stands alone; give either it or reward names"
+            )
+        unknown = sorted(set(self.variance_rewards or ()) - {r["name"] for r in self.rewards} - {VARIANCE_FROM_SUM})
         if unknown:
             raise ValueError(
                 f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"

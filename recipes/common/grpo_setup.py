@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from recipes.common.arguments import GRPOScriptArguments
+from recipes.common.arguments import VARIANCE_FROM_SUM, GRPOScriptArguments
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path, with_kv_cache
 from tasks.schema import load_rows
 
@@ -24,6 +24,15 @@ def distributed_setup(accelerator) -> dict:
     if plugin is not None:
         setup["zero_stage"] = plugin.zero_stage
     return setup
+
+
+def variance_reward_names(script_args: GRPOScriptArguments) -> list[str] | None:
+    """The rewards whose spread is a group's variance, as the trainer takes them: None is the weighted sum."""
+    from rewards import accuracy_reward_names
+
+    if script_args.variance_rewards == [VARIANCE_FROM_SUM]:
+        return None
+    return script_args.variance_rewards or accuracy_reward_names(script_args.rewards) or None
 
 
 def use_kv_cache(training_args) -> None:
@@ -66,7 +75,7 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
     )  # fmt: skip
 
     accuracy = accuracy_reward_names(script_args.rewards)
-    variance_rewards = script_args.variance_rewards or accuracy or None
+    variance_rewards = variance_reward_names(script_args)
     logger.info("a group's variance is read from %s", variance_rewards or "the weighted sum of all rewards")
     monitor = RLVRMonitor(
         training_args.output_dir,

@@ -30,12 +30,13 @@ DESCRIPTIONS = {
     "bench_code": "code sandbox: programs/s with the sound judge of issue 15 vs the harness before it",
     "bench_eval": "batched sampler vs one generate() per sample: completions/s",
     "grpo_overhead": "recipes/grpo.py's trainer vs bare trl.GRPOTrainer: s/step (target <= 1.05)",
-    "sample_efficiency": "GRPO, Dr. GRPO, DAPO, DAPO w/o dynamic sampling: held-out pass@1 vs completions sampled",
+    "sample_efficiency": "GRPO, DAPO, ablations and controls over seeds: held-out pass@1 vs completions sampled",
 }
 
 
-# Modules here that are not benchmarks: this runner, and the adversarial corpus reader bench_rewards uses.
-NOT_BENCHMARKS = ("run_all", "__init__", "adversarial_corpus")
+# Modules here that are not benchmarks: this runner, the adversarial corpus reader bench_rewards uses, and
+# sample_efficiency's runs and statistics.
+NOT_BENCHMARKS = ("run_all", "__init__", "adversarial_corpus", "sample_efficiency_runs", "sample_efficiency_stats")
 
 
 def benchmarks() -> list[str]:
