@@ -75,6 +75,30 @@ def test_end_to_end_on_the_tiny_model(tmp_path, tiny_model_dir, guessing_model_d
     table = (out / "pass_at_k_boundary.md").read_text()
     pass_1 = result["summaries"]["DAPO"]["metrics"]["pass@1"]["mean"]
     assert f"| 1 | 0.000 [0.000, 0.000] | {pass_1:.3f} [" in table  # the untrained model answers nothing
+    assert result["paired"][1][0] == pytest.approx(pass_1)  # so the paired difference is the other's pass@1
     assert (tmp_path / "b.png").stat().st_size > 0 and (out / "compare" / "compare.md").is_file()
     # a rerun resumes both evaluations: the same figures
     assert boundary.main(argv)["summaries"] == result["summaries"]
+
+
+def test_the_difference_is_paired_over_the_problems_both_runs_scored():
+    # p1: 0.2 -> 0.4, p2: 0.5 -> 0.5; p3 unscored by one run and p4 in one run only are left out. Differences
+    # 0.2 and 0.0: mean 0.1; a bootstrap over two values draws means 0, 0.1 or 0.2 (a quarter, a half, a
+    # quarter of the time), so its 2.5% and 97.5% quantiles are 0.0 and 0.2.
+    a = {
+        "p1": {"scored": True, "pass@1": 0.2},
+        "p2": {"scored": True, "pass@1": 0.5},
+        "p3": {"scored": False, "pass@1": 0.0},
+        "p4": {"scored": True, "pass@1": 1.0},
+    }
+    b = {
+        "p1": {"scored": True, "pass@1": 0.4},
+        "p2": {"scored": True, "pass@1": 0.5},
+        "p3": {"scored": True, "pass@1": 1.0},
+    }
+    paired = boundary.paired_differences(a, b, [1])
+    mean, (low, high) = paired[1]
+    assert mean == pytest.approx(0.1) and (low, high) == (pytest.approx(0.0), pytest.approx(0.2))
+    summaries = {"a": summary({1: (0.35, 0.2, 0.5)}), "b": summary({1: (0.45, 0.4, 0.5)})}
+    row = boundary.boundary_table(summaries, [1], None, paired).splitlines()[2]
+    assert row == "| 1 | 0.350 [0.200, 0.500] | 0.450 [0.400, 0.500] | +0.100 [+0.000, +0.200] |"

@@ -1,7 +1,7 @@
 """Benchmark: the pass@k boundary of the cold start and its RL model. Does RL raise pass@1 but lower pass@k at large k?
 
     python scripts/bench/pass_at_k_boundary.py            # the demo's models: artifacts/demo/sft and artifacts/demo/dapo
-    python scripts/bench/pass_at_k_boundary.py --cold-start DIR --rl DIR --problems-per-level 4 --n 256
+    python scripts/bench/pass_at_k_boundary.py --cold-start DIR --rl DIR --problems-per-level 4 --n 64
 
 Yue et al. (2025, "Does Reinforcement Learning Really Incentivize Reasoning Capacity in LLMs Beyond the Base
 Model?") found that RL with verifiable rewards raises pass@1 while the base model overtakes it at large k: RL
@@ -16,9 +16,10 @@ Written (a rerun resumes the evaluations; --overwrite starts them afresh):
   <output-dir>/compare/compare.md               eval.compare's report (per-k table, problems only one run solves)
   --plot  (default docs/img/pass_at_k_boundary.png) and --table (default <output-dir>/pass_at_k_boundary.md)
 
-Cost: sampling is the whole of it, n x problems x 2 models sequences of up to 96 tokens. On one CPU core the
-tiny model samples about 20 sequences a second, so the default (4 problems per level, 32 problems, n = 256) is
-about 8,000 sequences per model (see the table's timings for this machine).
+Cost: n x problems sequences of up to 96 tokens per model, then maj@k over them (eval.evaluate writes it for
+every k). The default, 8 problems per level (64 problems) and n = 256, is 16,384 sequences per model: measured
+7.1 minutes from nothing on one thread of a 2-core machine shared with other jobs (cold start 4.8, DAPO 2.0: its
+answers are shorter), so the whole run stays under 15 minutes on one core.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rl", type=Path, default=DEMO / "dapo", help="the model after RL (default: the demo's DAPO)")
     parser.add_argument("--labels", nargs=2, default=["cold start (SFT)", "DAPO"], help="names in the plot and table")
     parser.add_argument("--levels", default="5-12", help="synthetic task levels (default 5-12, never in SFT data)")
-    parser.add_argument("--problems-per-level", type=int, default=4)
+    parser.add_argument("--problems-per-level", type=int, default=8, help="held-out problems per level (default 8)")
     parser.add_argument("--n", type=int, default=256, help="samples per problem (the largest k)")
     parser.add_argument("--seed", type=int, default=0, help="the evaluation's sampling seed")
     parser.add_argument("--batch-size", type=int, default=256, help="sequences per generate call")
@@ -116,17 +117,38 @@ def plot_boundary(summaries: dict[str, dict], ks: list[int], cross: float | None
     return path
 
 
-def boundary_table(summaries: dict[str, dict], ks: list[int], cross: float | None) -> str:
-    """pass@k at TABLE_KS (those measured) for both models with their intervals and the difference."""
+def paired_differences(problems_a: dict, problems_b: dict, ks: list[int]) -> dict[int, tuple[float, list[float]]]:
+    """k -> (mean, 95% bootstrap interval) of the per-problem difference b - a in pass@k, over the problems both
+    runs scored. Both models answer the same problems, so the paired interval is the one that says whether
+    they differ: the two models' own intervals mostly reflect how hard the problems are."""
+    from eval.metrics import bootstrap_ci
+
+    shared = sorted(
+        pid for pid in set(problems_a) & set(problems_b) if problems_a[pid]["scored"] and problems_b[pid]["scored"]
+    )
+    paired = {}
+    for k in ks:
+        differences = [problems_b[pid][f"pass@{k}"] - problems_a[pid][f"pass@{k}"] for pid in shared]
+        paired[k] = (sum(differences) / len(differences), list(bootstrap_ci(differences)))
+    return paired
+
+
+def boundary_table(summaries: dict[str, dict], ks: list[int], cross: float | None, paired: dict | None = None) -> str:
+    """pass@k at TABLE_KS (those measured) for both models with their intervals, and the difference with its
+    paired interval when `paired` (paired_differences) is given."""
     (name_a, a), (name_b, b) = summaries.items()
     lines = [f"| k | {name_a} | {name_b} | difference |", "|---:|---:|---:|---:|"]
     for k in [k for k in TABLE_KS if k in ks]:
         x, y = a["metrics"][f"pass@{k}"], b["metrics"][f"pass@{k}"]
-        apart = y["ci95"][0] > x["ci95"][1] or y["ci95"][1] < x["ci95"][0]
+        if paired is not None:
+            mean, (low, high) = paired[k]
+            difference = f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+        else:
+            apart = y["ci95"][0] > x["ci95"][1] or y["ci95"][1] < x["ci95"][0]
+            difference = f"{y['mean'] - x['mean']:+.3f}{'' if apart else ' (intervals overlap)'}"
         lines.append(
             f"| {k} | {x['mean']:.3f} [{x['ci95'][0]:.3f}, {x['ci95'][1]:.3f}] | "
-            f"{y['mean']:.3f} [{y['ci95'][0]:.3f}, {y['ci95'][1]:.3f}] | "
-            f"{y['mean'] - x['mean']:+.3f}{'' if apart else ' (intervals overlap)'} |"
+            f"{y['mean']:.3f} [{y['ci95'][0]:.3f}, {y['ci95'][1]:.3f}] | {difference} |"
         )
     lines.append("")
     if cross is None:
@@ -141,7 +163,7 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     import torch
 
-    from eval.compare import common_ks, compare, crossover
+    from eval.compare import common_ks, compare, crossover, load_run
 
     torch.set_num_threads(args.threads)
     out = args.output_dir
@@ -161,13 +183,16 @@ def main(argv: list[str] | None = None) -> dict:
     title = f"held-out synthetic levels {args.levels}: {problems} problems, n = {args.n}"
     plot_boundary(summaries, ks, cross, args.plot, title)
 
-    table = boundary_table(summaries, ks, cross)
+    (runs_a,), (runs_b,) = load_run(out / "cold_start").values(), load_run(out / "rl").values()
+    paired = paired_differences(runs_a["problems"], runs_b["problems"], ks)
+    table = boundary_table(summaries, ks, cross, paired)
     timing = ", ".join(f"{label} {value / 60:.1f} min" for label, value in seconds.items())
     text = "\n".join([
         f"# pass@k boundary: {args.labels[0]} vs {args.labels[1]}", "",
         f"Held-out problems of the synthetic task (eval split), levels {args.levels}, {args.problems_per_level} per "
         f"level ({problems} scored); n = {args.n} samples each at temperature 1.0, top-p 1.0, up to {MAX_NEW_TOKENS} "
-        f"new tokens, seed {args.seed}; brackets: 95% bootstrap intervals over problems.", "",
+        f"new tokens, seed {args.seed}. Brackets: 95% bootstrap intervals over problems; for the difference, over the "
+        "per-problem differences (paired: both models answer the same problems).", "",
         table, "",
         f"Models: {args.cold_start} and {args.rl}. Wall time of this run's evaluations on {args.threads} "
         f"thread(s) (short when they resumed finished work): {timing}.",
@@ -177,7 +202,10 @@ def main(argv: list[str] | None = None) -> dict:
     table_path.parent.mkdir(parents=True, exist_ok=True)
     table_path.write_text(text)
     print(text)
-    return {"summaries": summaries, "ks": ks, "crossover": cross, "seconds": seconds, "compare": compare_report}
+    return {
+        "summaries": summaries, "ks": ks, "crossover": cross, "paired": paired, "seconds": seconds,
+        "compare": compare_report,
+    }  # fmt: skip
 
 
 if __name__ == "__main__":
