@@ -4,6 +4,8 @@ with one protocol, and a report.
     make demo                                   # or: python scripts/demo.py
     python scripts/demo.py --control random-reward   # add the RL stage trained on a coin-flip reward
     python scripts/demo.py --fast               # a smoke run in about a minute (the test suite runs it)
+    python scripts/demo.py --seeds 0 1 2        # once per seed into artifacts/demo/seed<k>/, then every figure
+                                                # as mean ± std across seeds (artifacts/demo/seeds_report.md)
 
 Stages, each writing a folder under --output-dir (default artifacts/demo):
 
@@ -50,7 +52,15 @@ logger = logging.getLogger("demo")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", type=Path, default=REPO / "artifacts" / "demo")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=None, help="the training seed of a one-seed run (default 0)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="run the demo once per seed into <output-dir>/seed<k>/ (a finished seed is skipped), then report every "
+        "figure as mean ± std across seeds with each seed's bootstrap interval (scripts/demo_seeds.py)",
+    )
     parser.add_argument(
         "--fast", action="store_true", help="tiny budgets everywhere: checks the plumbing, not learning"
     )
@@ -81,12 +91,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rl-pool", default=RL_POOL, help=f"the RL stage's problem pool (default {RL_POOL})")
     parser.add_argument("--pool-problems", type=int, default=80, help="problems per level in the pool before filtering")
     parser.add_argument("--skip", nargs="*", default=[], choices=("rs", "distill"), help="leave out these stages")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds lists a seed twice: {args.seeds}")
+    if args.seeds is not None and args.seed is not None:
+        parser.error("--seed and --seeds together: --seeds runs each of its seeds")
+    args.seed = 0 if args.seed is None else args.seed
+    return args
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """The one-seed demo (its stage table), or with --seeds the demo per seed and the table over seeds."""
     args = parse_args(argv)
     setup_logging()
+    if args.seeds:
+        from demo_seeds import run_seeds
+
+        return run_seeds(args, run_one_seed)
+    return run_one_seed(args)
+
+
+def run_one_seed(args: argparse.Namespace) -> dict:
+    """Every stage for `args.seed` into `args.output_dir`, then its report; returns the stage table."""
     import torch
 
     cores = os.cpu_count() or 1

@@ -135,7 +135,8 @@ def write_report(demo: Demo, run: dict, wall_minutes: float, threads: int) -> st
     lines += [f"Total: {wall_minutes:.1f} min, {demo.args.jobs} process(es) at once, {threads} thread(s) in all.", ""]
     text = "\n".join(lines)
     (out / "report.md").write_text(text)
-    (out / "report.json").write_text(json.dumps({"stages": table, "timings": demo.timings}, indent=2))
+    record = {"seed": demo.seed, "stages": table, "timings": demo.timings, "filter": filter_counts(run["pool"])}
+    (out / "report.json").write_text(json.dumps(record, indent=2))
     return text
 
 
@@ -196,6 +197,13 @@ def verdicts(table: dict) -> list[str]:
             f"- Distilled student against its teacher (the DAPO model), levels 5-12: {gain('dapo', 'distill', 'pass@1 (5-12)')}."
         )
     return lines
+
+
+def filter_counts(pool: Path) -> dict | None:
+    """Problems into the filter pipeline and kept by it (its report file), for the report over seeds."""
+    report = pool.parent / f"{pool.name}.report.json"
+    steps = json.loads(report.read_text()).get("steps") if report.is_file() else None
+    return {"rows_in": steps[0]["rows_in"], "rows_out": steps[-1]["rows_out"]} if steps else None
 
 
 def stage_notes(demo: Demo, run: dict) -> list[str]:

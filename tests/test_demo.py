@@ -11,6 +11,7 @@ from tests.conftest import REPO
 sys.path.insert(0, str(REPO / "scripts"))
 
 import demo  # noqa: E402
+import demo_seeds  # noqa: E402
 
 STAGES = ["base", "sft", "dapo", "rs", "distill"]
 
@@ -38,6 +39,12 @@ def test_fast_demo_runs_every_stage_and_reruns_cheaply(tmp_path, capsys):
     assert "- filter (synthetic:1-10" in report and "- dapo: 2 steps" in report
     pool = [json.loads(line) for line in (out / "filter" / "rl_pool.jsonl").open()]
     assert pool and all("pass_rate" in row for row in pool)
+    # report.json carries what the report over seeds (--seeds, scripts/demo_seeds.py) reads back
+    record = json.loads((out / "report.json").read_text())
+    assert record["seed"] == 0 and record["filter"] == {"rows_in": 20, "rows_out": len(pool)}
+    over_one_seed = demo_seeds.aggregate_seeds({0: record})["stages"]
+    assert list(over_one_seed) == STAGES
+    assert over_one_seed["dapo"]["pass@1 (5-12)"]["mean"] == table["dapo"]["pass@1 (5-12)"]["mean"]
     assert json.loads((out / "dapo" / "run_card.json").read_text())["config"]["script"]["dataset_name"] == str(
         out / "filter" / "rl_pool.jsonl"
     )
