@@ -146,11 +146,14 @@ def append_lines(path: Path, records: list[dict]) -> None:
         os.fsync(handle.fileno())
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(
+    names: tuple[str, ...] = ("torch", "transformers", "trl", "vllm", "math-verify"),
+) -> dict[str, str]:
+    """Python's version and each installed package's among `names` (the run card asks for more of them)."""
     from importlib import metadata
 
     versions = {"python": sys.version.split()[0]}
-    for name in ("torch", "transformers", "trl", "vllm", "math-verify"):
+    for name in names:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

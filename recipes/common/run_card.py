@@ -13,7 +13,6 @@ import json
 import logging
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -22,13 +21,9 @@ PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "m
 
 
 def package_versions() -> dict[str, str]:
-    versions = {"python": sys.version.split()[0]}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
+    from eval.evaluate import package_versions as installed
+
+    return installed(PACKAGES)
 
 
 def git_commit() -> str | None:
