@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from eval.cli import FlagParser
+from eval.metrics import paired_difference
 from eval.report import plot_pass_at_k
 
 
@@ -122,14 +123,20 @@ def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: boo
             if solved_at(b[dataset]["problems"][pid], top) and not solved_at(a[dataset]["problems"][pid], top)
         ]
         lines += [f"## {dataset} ({len(shared)} problems in both)", "", f"![pass@k](pass_at_k_{dataset}.png)", ""]
-        lines += ["| k | " + run_a.name + " | " + run_b.name + " | difference |", "|---:|---:|---:|---:|"]
+        header = f"| k | {run_a.name} | {run_b.name} | difference | paired difference, {len(shared)} problems |"
+        lines += [header, "|---:|---:|---:|---:|---:|"]
         for k, x, y in zip(ks, curve_a, curve_b, strict=True):
             low_a, high_a = sa["metrics"][f"pass@{k}"]["ci95"]
             low_b, high_b = sb["metrics"][f"pass@{k}"]["ci95"]
-            lines.append(
-                f"| {k} | {x:.3f} [{low_a:.3f}, {high_a:.3f}] | {y:.3f} [{low_b:.3f}, {high_b:.3f}] | {y - x:+.3f} |"
+            gain, (low, high), _ = paired_difference(
+                *({pid: run[dataset]["problems"][pid].get(f"pass@{k}", 0.0) for pid in shared} for run in (a, b))
             )
-        lines.append("")
+            lines.append(
+                f"| {k} | {x:.3f} [{low_a:.3f}, {high_a:.3f}] | {y:.3f} [{low_b:.3f}, {high_b:.3f}] | {y - x:+.3f} "
+                f"| {gain:+.3f} [{low:+.3f}, {high:+.3f}] |"
+            )
+        lines += ["", "Paired difference: the mean over shared problems of (b - a) per problem, with a bootstrap "
+                  "interval of those differences; it excludes 0 when the gain or loss is beyond resampling noise.", ""]
         lines.append(
             f"Crossover: the curves cross near k = {cross:.1f}." if cross is not None
             else f"Crossover: none for k in {ks[0]}..{ks[-1]}: one run stays ahead."

@@ -8,6 +8,8 @@
   exact expectation over all k-subsets of the n samples (multivariate hypergeometric counting), with a
   deterministic tie-break: among tied classes, the one that appeared first among the n samples wins.
 * `bootstrap_ci`: a percentile bootstrap over problems of a dataset mean.
+* `paired_difference`: the mean difference of two evaluations on the same problems, with a bootstrap
+  interval of the per-problem differences (tighter than comparing two separate intervals).
 * `mean_std`: aggregation over seeds.
 """
 
@@ -98,6 +100,21 @@ def bootstrap_ci(values: list[float], confidence: float = 0.95, resamples: int =
     means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
     tail = (1 - confidence) / 2
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def paired_difference(first: dict, second: dict, confidence: float = 0.95, resamples: int = 10_000, seed: int = 0):
+    """Mean of second - first over the problems both score (dicts problem id -> value), with its bootstrap interval.
+
+    Two models evaluated on the same problems differ by less than their separate intervals suggest: most of
+    each interval's width is which problems were drawn, and that is shared. Resampling the per-problem
+    differences keeps the pairing, so a gain can be significant while the two intervals overlap.
+    Returns (mean, (low, high), number of shared problems).
+    """
+    shared = sorted(set(first) & set(second))
+    if not shared:
+        raise ValueError("the two evaluations share no problem: nothing to pair")
+    differences = [second[key] - first[key] for key in shared]
+    return sum(differences) / len(differences), bootstrap_ci(differences, confidence, resamples, seed), len(shared)
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -17,11 +19,15 @@ import demo_real  # noqa: E402
 def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir, tmp_path):
     out = tmp_path / "demo-real"
     results = demo_real.main(["--fast", "--model", str(smol_standin_dir), "--output-dir", str(out)])
-    assert set(results["table"]) == {"base", "sft", "dapo"}
+    assert set(results["table"]) == {"base", "sft", "dapo", "gain"}
     assert isinstance(results["dapo_cleared_sft"], bool)
+    gain = results["table"]["gain"]  # paired on the same problems: DAPO's pass@1 minus the cold start's
+    assert gain["mean"] == pytest.approx(results["table"]["dapo"]["pass@1"]["mean"] - results["table"]["sft"]["pass@1"]["mean"])
+    assert gain["ci95"][0] <= gain["mean"] <= gain["ci95"][1] and gain["problems"] > 0
     report = (out / "report.md").read_text()
     for name in demo_real.STAGES.values():
         assert name in report
+    assert "Paired on the same" in report
     assert "pass@1, level 1" in report and '"n": 2' in report  # the per-level columns and the protocol
     assert (out / "dapo_curves.png").stat().st_size > 1000
     card = json.loads((out / "sft" / "run_card.json").read_text())

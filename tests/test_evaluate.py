@@ -159,6 +159,8 @@ def test_compare_finds_the_crossover_and_the_gained_and_lost_problems(tmp_path):
     assert "near k = 2.8" in report
     assert "solved only by base: 1; only by rl: 1" in report
     assert "only base: p2" in report and "only rl: p3" in report
+    # pass@8 per problem, rl - base: 0, -1, +1, 0: the paired mean is 0 although the curves differ by -0.15
+    assert "| 8 | 0.600 [0.550, 0.650] | 0.450 [0.400, 0.500] | -0.150 | +0.000 [" in report
     assert (tmp_path / "report" / "pass_at_k_set.png").exists()
     assert compare.crossover([1, 2], [0.5, 0.6], [0.4, 0.5]) is None
 
@@ -166,3 +168,4 @@ def test_compare_finds_the_crossover_and_the_gained_and_lost_problems(tmp_path):
 def test_compare_on_real_runs(finished_run, tmp_path):
     report = compare.compare(finished_run.parent, finished_run.parent, tmp_path / "same")
     assert "only by run: 0; only by run: 0" in report
+    assert "| +0.000 [+0.000, +0.000] |" in report  # a run against itself: no difference, no interval

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, pass_at_k
+from eval.metrics import bootstrap_ci, maj_at_k, mean_at_n, mean_std, paired_difference, pass_at_k
 
 
 def brute_force_pass_at_k(n: int, c: int, k: int) -> float:
@@ -116,6 +116,28 @@ def test_bootstrap_interval_brackets_the_sample_mean_and_narrows_with_more_probl
     low_l, high_l = bootstrap_ci(large)
     assert low_s < 0.5 < high_s and low_l < 0.5 < high_l
     assert high_l - low_l < (high_s - low_s) / 4
+
+
+def test_paired_difference_keeps_the_pairing_that_separate_intervals_lose():
+    """A gain of 0.05 on every one of 40 problems of spread-out difficulty: the paired interval is the gain
+    itself, while the two separate intervals overlap almost entirely."""
+    first = {f"p{i}": i / 50 for i in range(40)}
+    second = {key: value + 0.05 for key, value in first.items()}
+    mean, (low, high), shared = paired_difference(first, second)
+    assert shared == 40
+    assert mean == pytest.approx(0.05) and low == pytest.approx(0.05) and high == pytest.approx(0.05)
+    low_first, high_first = bootstrap_ci(list(first.values()))
+    low_second, _ = bootstrap_ci(list(second.values()))
+    assert low_second < high_first  # unpaired, the same gain looks like noise
+
+
+def test_paired_difference_against_the_enumerated_bootstrap():
+    """Two problems with differences 0 and 1: the resampled mean is 0, 0.5 or 1 with chances 1/4, 1/2, 1/4,
+    so the 2.5% and 97.5% quantiles are 0 and 1. Problems only one run scored are left out."""
+    mean, (low, high), shared = paired_difference({"a": 0.5, "b": 0.0, "only_first": 1.0}, {"a": 0.5, "b": 1.0})
+    assert (mean, low, high, shared) == (0.5, 0.0, 1.0, 2)
+    with pytest.raises(ValueError, match="share no problem"):
+        paired_difference({"a": 1.0}, {"b": 1.0})
 
 
 def test_mean_std_over_seeds():

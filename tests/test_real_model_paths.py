@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from trl import GRPOConfig, ModelConfig, SFTConfig
 
 from recipes import grpo, sft
@@ -102,11 +103,26 @@ def test_an_sft_lora_adapter_folder_is_a_model_for_every_other_stage(smol_adapte
     argv = [
         "--model_name_or_path", str(smol_adapter), "--output_dir", str(out), "--max_steps", "1",
         "--num_generations", "2", "--per_device_train_batch_size", "4", "--max_completion_length", "8",
-        "--dataset_num_rows", "4", "--dataset_name", "synthetic:1-2", "--save_strategy", "no", "--use_cpu", "true",
-        "--disable_tqdm", "true", "--use_peft", "true", "--lora_r", "4", "--dynamic_sampling", "false",
+        "--dataset_num_rows", "4", "--dataset_name", "synthetic:1-2", "--save_strategy", "steps", "--save_steps", "1",
+        "--use_cpu", "true", "--disable_tqdm", "true", "--use_peft", "true", "--lora_r", "4", "--lora_alpha", "64",
+        "--learning_rate", "0.05", "--dynamic_sampling", "false",
     ]  # fmt: skip
     grpo.main(*grpo.make_parser().parse_args(argv))
     assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
+
+    # its checkpoint (an adapter on the merged start) reloads, as eval loads it, into the model it saved: the
+    # checkpoint names <out>/merged_start, not the first adapter's base (which would drop the SFT adapter)
+    from transformers import AutoModelForCausalLM
+
+    checkpoint = out / "checkpoint-1"
+    assert adapter_base(checkpoint) == str(out / "merged_start")
+    probe = torch.tensor([[1, 5, 9, 14, 3]])
+    with torch.no_grad():
+        reloaded = AutoModelForCausalLM.from_pretrained(checkpoint)(probe).logits
+        final = AutoModelForCausalLM.from_pretrained(out)(probe).logits
+        base_only = AutoModelForCausalLM.from_pretrained(smol_standin_dir)(probe).logits
+    assert torch.allclose(reloaded, final, atol=1e-4)
+    assert not torch.allclose(final, base_only, atol=1e-3)
 
     # eval.evaluate samples from it
     from eval import evaluate

@@ -153,11 +153,19 @@ def model_init_kwargs(model_args, training_args) -> dict:
     return {key: value for key, value in kwargs.items() if value is not None}
 
 
+MERGED_START = "merged_start"  # inside a run's output_dir: the plain model its LoRA checkpoints name as base
+
+
 def load_model(name_or_path: str, model_args, training_args, config_overrides: dict | None = None):
     """The model, with `config_overrides` (config attributes, e.g. a longer context) applied as it loads.
 
     A LoRA adapter folder loads as its base model with the adapter merged in: the plain model that the
     next stage trains (perhaps with a fresh adapter of its own) or samples from.
+
+    When a fresh adapter will be trained on that merged model (`use_peft`), the merged model is also saved
+    as `<output_dir>/merged_start/` and named as the new adapter's base. Without it every checkpoint-N
+    adapter recorded the first adapter's base and reloaded (in eval, in a resumed run) as that base with the
+    second adapter alone: a different model, silently, without the cold start it was trained on.
     """
     from transformers import AutoModelForCausalLM
 
@@ -169,7 +177,24 @@ def load_model(name_or_path: str, model_args, training_args, config_overrides: d
 
     logger.info("%s is a LoRA adapter: loading its base %s and merging the adapter into it", name_or_path, base)
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), name_or_path)
-    return model.merge_and_unload()
+    model = model.merge_and_unload()
+    if getattr(model_args, "use_peft", False) and getattr(training_args, "output_dir", None):
+        model.name_or_path = str(_save_merged_start(model, name_or_path, Path(training_args.output_dir)))
+    return model
+
+
+def _save_merged_start(model, adapter: str, output_dir: Path) -> Path:
+    """Save the merged start of a LoRA-on-adapter run (the main process), for its checkpoints to name."""
+    from accelerate import PartialState
+
+    folder, state = output_dir / MERGED_START, PartialState()
+    if state.is_main_process:  # written again on every start: a rerun may start from another adapter
+        use_cache = model.config.use_cache
+        save_model_for_inference(model, load_tokenizer(adapter), folder)
+        model.config.use_cache = use_cache  # the saved copy samples with the cache; training keeps its setting
+        logger.info("saved the merged start in %s: the base its LoRA checkpoints name", folder)
+    state.wait_for_everyone()
+    return folder
 
 
 def with_kv_cache(generation_kwargs: dict | None) -> dict:
