@@ -135,8 +135,12 @@ def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: boo
                 f"| {k} | {x:.3f} [{low_a:.3f}, {high_a:.3f}] | {y:.3f} [{low_b:.3f}, {high_b:.3f}] | {y - x:+.3f} "
                 f"| {gain:+.3f} [{low:+.3f}, {high:+.3f}] |"
             )
-        lines += ["", "Paired difference: the mean over shared problems of (b - a) per problem, with a bootstrap "
-                  "interval of those differences; it excludes 0 when the gain or loss is beyond resampling noise.", ""]
+        lines += [
+            "",
+            "Paired difference: the mean over shared problems of (b - a) per problem, with a bootstrap "
+            "interval of those differences; it excludes 0 when the gain or loss is beyond resampling noise.",
+            "",
+        ]
         lines.append(
             f"Crossover: the curves cross near k = {cross:.1f}." if cross is not None
             else f"Crossover: none for k in {ks[0]}..{ks[-1]}: one run stays ahead."

@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(1, str(REPO / "scripts"))
 
 from demo import level_stats, plot_training  # noqa: E402  (the tiny demo's report helpers)
+
 from eval.metrics import paired_difference  # noqa: E402
 
 CONFIGS = REPO / "recipes" / "configs" / "smollm2-135m"
@@ -218,8 +219,14 @@ def write_report(args: argparse.Namespace, run_info: dict, results: dict[str, di
         ),  # fmt: skip
         f"- Paired on the same {paired} problems, DAPO minus cold start: {gain:+.3f} [{gain_low:+.3f}, "
         f"{gain_high:+.3f}] (bootstrap over the per-problem differences, which cancels the problems' own "
-        "difficulty): " + ("a gain beyond resampling noise." if gain_low > 0 else "a loss beyond resampling noise."
-                           if gain_high < 0 else "the interval holds 0: no difference these problems can show."),
+        "difficulty): "
+        + (
+            "a gain beyond resampling noise."
+            if gain_low > 0
+            else "a loss beyond resampling noise."
+            if gain_high < 0
+            else "the interval holds 0: no difference these problems can show."
+        ),
         f"- The base model, read with the verifier's unboxed 'Answer: X' fallback (eval.evaluate --answer-fallbacks), "
         f"is right in {unboxed:.1%} of its samples: what it lacks first is the format, which the cold start teaches.",
         f"- DAPO config: {run_info['dapo_config'].relative_to(REPO)}; wall time: {timings}.",
@@ -233,7 +240,9 @@ def write_report(args: argparse.Namespace, run_info: dict, results: dict[str, di
     ]
     text = "\n".join(report) + "\n"
     (out / "report.md").write_text(text)
-    (out / "results.json").write_text(json.dumps({"table": table, "dapo_cleared_sft": cleared, "paired_gain_above_zero": gain_low > 0}, indent=1))
+    (out / "results.json").write_text(
+        json.dumps({"table": table, "dapo_cleared_sft": cleared, "paired_gain_above_zero": gain_low > 0}, indent=1)
+    )
     return text
 
 

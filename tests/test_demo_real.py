@@ -22,7 +22,9 @@ def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir,
     assert set(results["table"]) == {"base", "sft", "dapo", "gain"}
     assert isinstance(results["dapo_cleared_sft"], bool)
     gain = results["table"]["gain"]  # paired on the same problems: DAPO's pass@1 minus the cold start's
-    assert gain["mean"] == pytest.approx(results["table"]["dapo"]["pass@1"]["mean"] - results["table"]["sft"]["pass@1"]["mean"])
+    assert gain["mean"] == pytest.approx(
+        results["table"]["dapo"]["pass@1"]["mean"] - results["table"]["sft"]["pass@1"]["mean"]
+    )
     assert gain["ci95"][0] <= gain["mean"] <= gain["ci95"][1] and gain["problems"] > 0
     report = (out / "report.md").read_text()
     for name in demo_real.STAGES.values():
