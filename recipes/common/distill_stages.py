@@ -142,7 +142,7 @@ def distill_on_policy(script_args, training_args, model_args, teacher: str, stud
     tokenizer.padding_side = "left"  # the trainer generates: prompts are padded on the left
     trainer = DistillationTrainer(
         model=load_model(student, model_args, args),
-        teacher_model=load_model(teacher, model_args, args),
+        teacher_model=load_model(teacher, model_args, args, trained=False),  # never the student's merged start
         args=args,
         train_dataset=rows.select_columns(["prompt"]),
         processing_class=tokenizer,

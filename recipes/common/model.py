@@ -156,7 +156,9 @@ def model_init_kwargs(model_args, training_args) -> dict:
 MERGED_START = "merged_start"  # inside a run's output_dir: the plain model its LoRA checkpoints name as base
 
 
-def load_model(name_or_path: str, model_args, training_args, config_overrides: dict | None = None):
+def load_model(
+    name_or_path: str, model_args, training_args, config_overrides: dict | None = None, trained: bool = True
+):
     """The model, with `config_overrides` (config attributes, e.g. a longer context) applied as it loads.
 
     A LoRA adapter folder loads as its base model with the adapter merged in: the plain model that the
@@ -165,7 +167,8 @@ def load_model(name_or_path: str, model_args, training_args, config_overrides: d
     When a fresh adapter will be trained on that merged model (`use_peft`), the merged model is also saved
     as `<output_dir>/merged_start/` and named as the new adapter's base. Without it every checkpoint-N
     adapter recorded the first adapter's base and reloaded (in eval, in a resumed run) as that base with the
-    second adapter alone: a different model, silently, without the cold start it was trained on.
+    second adapter alone: a different model, silently, without the cold start it was trained on. A model
+    that is not trained (a distillation teacher) passes `trained=False` and writes nothing there.
     """
     from transformers import AutoModelForCausalLM
 
@@ -178,7 +181,7 @@ def load_model(name_or_path: str, model_args, training_args, config_overrides: d
     logger.info("%s is a LoRA adapter: loading its base %s and merging the adapter into it", name_or_path, base)
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, **kwargs), name_or_path)
     model = model.merge_and_unload()
-    if getattr(model_args, "use_peft", False) and getattr(training_args, "output_dir", None):
+    if trained and getattr(model_args, "use_peft", False) and getattr(training_args, "output_dir", None):
         model.name_or_path = str(_save_merged_start(model, name_or_path, Path(training_args.output_dir)))
     return model
 
