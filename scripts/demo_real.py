@@ -12,7 +12,9 @@ recipes/configs/smollm2-135m/), each writing a folder under --output-dir (defaul
     dapo    DAPO on problems of 1-3 steps, from the cold start            recipes/grpo.py, dapo_lora.yaml
     eval    base, cold start and DAPO on the same held-out problems, one protocol (eval.yaml)
 
-Evaluations run in a second process beside the training stages (2 cores: one thread each). The report,
+The base model's evaluation runs beside the cold start (2 cores: one thread each); DAPO then trains as two
+processes (accelerate, recipes/accelerate/multi_cpu.yaml; --processes), and the cold start and DAPO are
+evaluated side by side at the end. The report,
 artifacts/demo-real/report.md, has the pass@k table with bootstrap intervals, pass@1 by level, the
 training curves and the protocol. A stage whose output exists is skipped (--force redoes it).
 """
@@ -64,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="DAPO on every weight (dapo.yaml) instead of a LoRA adapter (dapo_lora.yaml): with a few prompts a "
         "step, Adam's first full-size steps on all 135 M weights were noise (README, 'A real model on a CPU')",
     )  # fmt: skip
+    parser.add_argument(
+        "--processes", type=int, default=2,
+        help="processes DAPO trains as (accelerate, gloo on a CPU), one OpenMP thread each; the config's "
+        "per-device batch is divided among them, so a step sees the same prompts and samples whatever the count",
+    )  # fmt: skip
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
     parser.add_argument("--force", action="store_true", help="redo every stage even when its output exists")
     return parser.parse_args(argv)
@@ -76,8 +83,19 @@ def environment() -> dict:
             "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
 
 
-def recipe(script: str, config: Path, model: Path, output: Path, extra: list[str], log: Path) -> subprocess.Popen:
-    command = [sys.executable, str(REPO / "recipes" / script), "--config", str(config),
+def recipe(
+    script: str, config: Path, model: Path, output: Path, extra: list[str], log: Path, processes: int = 1
+) -> subprocess.Popen:
+    launcher = [sys.executable]
+    if processes > 1:  # the same run as one process would make, its batch split among the processes
+        per_device = yaml.safe_load(config.read_text())["per_device_train_batch_size"]
+        if per_device % processes:
+            raise SystemExit(f"demo-real: {config.name}'s per_device_train_batch_size {per_device} does not split "
+                             f"among {processes} processes; pass --processes 1 or a divisor of {per_device}")  # fmt: skip
+        launcher += ["-m", "accelerate.commands.launch", "--config_file", str(REPO / "recipes/accelerate/multi_cpu.yaml"),
+                     "--num_processes", str(processes), "--main_process_port", "0"]  # fmt: skip
+        extra = ["--per_device_train_batch_size", str(per_device // processes), *extra]
+    command = [*launcher, str(REPO / "recipes" / script), "--config", str(config),
                "--model_name_or_path", str(model), "--output_dir", str(output), *extra]  # fmt: skip
     logger.info("%s -> %s (log: %s)", script, output, log)
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=environment(), cwd=REPO)
@@ -121,27 +139,36 @@ def run(args: argparse.Namespace) -> dict:
 
     def evaluate_in_background(stage: str) -> None:
         folder = out / "eval" / stage
-        if finished(folder, "done", args.force):
+        if stage in evaluations or finished(folder, "done", args.force):
             return
         log = out / "logs" / f"eval_{stage}.log"
         evaluations[stage] = (evaluation(models[stage], folder, args.fast, log), log)
 
-    def train(stage: str, script: str, config: Path, source: Path) -> None:
+    def train(stage: str, script: str, config: Path, source: Path, processes: int = 1) -> None:
         if finished(models[stage], "run_card.json", args.force):
             logger.info("%s: done in %s, skipped", stage, models[stage])
             return
         began, log = time.time(), out / "logs" / f"{stage}.log"
-        wait(recipe(script, config, source, models[stage], FAST[stage] if args.fast else [], log), stage, log)
+        extra = FAST[stage] if args.fast else []
+        wait(recipe(script, config, source, models[stage], extra, log, processes), stage, log)
         timings[stage] = (time.time() - began) / 60
+
+    def wait_for_evaluations() -> None:
+        for stage, (process, log) in evaluations.items():
+            wait(process, f"evaluation of {stage}", log)
+            (out / "eval" / stage / "done").touch()
+        evaluations.clear()
 
     evaluate_in_background("base")  # beside the cold start
     train("sft", "sft.py", CONFIGS / "sft.yaml", base)
-    evaluate_in_background("sft")  # beside DAPO
-    train("dapo", "grpo.py", dapo_config, models["sft"])
+    if args.processes > 1:
+        wait_for_evaluations()  # DAPO's processes take every core
+    else:
+        evaluate_in_background("sft")  # beside DAPO
+    train("dapo", "grpo.py", dapo_config, models["sft"], args.processes)
+    evaluate_in_background("sft")  # no-op if it ran beside DAPO
     evaluate_in_background("dapo")
-    for stage, (process, log) in evaluations.items():
-        wait(process, f"evaluation of {stage}", log)
-        (out / "eval" / stage / "done").touch()
+    wait_for_evaluations()
     timings["this run"] = (time.time() - start) / 60
     saved = out / "timings.json"  # minutes per stage, kept across reruns that skip finished stages
     timings = {**(json.loads(saved.read_text()) if saved.is_file() else {}), **timings}

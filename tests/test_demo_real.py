@@ -39,3 +39,26 @@ def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir,
     # a rerun skips what is done
     again = demo_real.main(["--fast", "--model", str(smol_standin_dir), "--output-dir", str(out)])
     assert again == results
+
+
+def test_dapo_as_two_processes_splits_the_batch_and_refuses_an_uneven_split(tmp_path, monkeypatch):
+    """--processes 2 launches DAPO through accelerate with the config's per-device batch halved: a step sees the
+    same 8 prompts x 4 samples as one process would. A batch that does not split stops before anything runs."""
+    commands = []
+    monkeypatch.setattr(demo_real.subprocess, "Popen", lambda command, **kwargs: commands.append(command))
+    config = demo_real.CONFIGS / "dapo_lora.yaml"
+    per_device = demo_real.yaml.safe_load(config.read_text())["per_device_train_batch_size"]
+    args = ("grpo.py", config, tmp_path / "sft", tmp_path / "dapo", [], tmp_path / "dapo.log")
+    demo_real.recipe(*args, processes=2)
+    command = commands[-1]
+    assert command[1:3] == ["-m", "accelerate.commands.launch"]
+    assert command[command.index("--num_processes") + 1] == "2"
+    assert "multi_cpu.yaml" in command[command.index("--config_file") + 1]
+    assert command[command.index("--per_device_train_batch_size") + 1] == str(per_device // 2)
+
+    demo_real.recipe(*args, processes=1)  # one process: the config as it is, no launcher
+    assert commands[-1][1].endswith("grpo.py") and "--per_device_train_batch_size" not in commands[-1]
+
+    with pytest.raises(SystemExit, match="does not split"):
+        demo_real.recipe(*args, processes=per_device + 1)
+    assert len(commands) == 2
