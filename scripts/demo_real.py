@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> dict:
     dapo_config = CONFIGS / ("dapo.yaml" if args.full_weights else "dapo_lora.yaml")
     models = {"base": base, "sft": out / "sft", "dapo": out / "dapo"}
     evaluations: dict[str, tuple[subprocess.Popen, Path]] = {}
+    evaluated: list[str] = []
 
     def evaluate_in_background(stage: str) -> None:
         folder = out / "eval" / stage
@@ -143,6 +144,7 @@ def run(args: argparse.Namespace) -> dict:
             return
         log = out / "logs" / f"eval_{stage}.log"
         evaluations[stage] = (evaluation(models[stage], folder, args.fast, log), log)
+        evaluated.append(stage)
 
     def train(stage: str, script: str, config: Path, source: Path, processes: int = 1) -> None:
         if finished(models[stage], "run_card.json", args.force):
@@ -169,7 +171,8 @@ def run(args: argparse.Namespace) -> dict:
     evaluate_in_background("sft")  # no-op if it ran beside DAPO
     evaluate_in_background("dapo")
     wait_for_evaluations()
-    timings["this run"] = (time.time() - start) / 60
+    if timings or evaluated:  # a rerun that only rewrites the report keeps the last run's wall time
+        timings["this run"] = (time.time() - start) / 60
     saved = out / "timings.json"  # minutes per stage, kept across reruns that skip finished stages
     timings = {**(json.loads(saved.read_text()) if saved.is_file() else {}), **timings}
     saved.write_text(json.dumps(timings, indent=1))
@@ -226,7 +229,9 @@ def write_report(args: argparse.Namespace, run_info: dict, results: dict[str, di
     )
     table["gain"] = {"mean": gain, "ci95": [gain_low, gain_high], "problems": paired}
     unboxed = unboxed_reading(results["base"]["samples"], results["base"]["per_problem"])
-    curves = plot_training({"dapo": run_info["models"]["dapo"]}, out / "dapo_curves.png")
+    curves = plot_training(
+        {"DAPO from the cold start, levels 1-3": run_info["models"]["dapo"]}, out / "dapo_curves.png"
+    )
     timings = ", ".join(f"{stage} {minutes:.1f} min" for stage, minutes in run_info["timings"].items())
     report = [
         "# The R1 story on a real model, on a CPU: SmolLM2-135M-Instruct",

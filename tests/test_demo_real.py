@@ -36,9 +36,12 @@ def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir,
     assert card["config"]["training"]["assistant_only_loss"] is False  # SmolLM2's template: prompt/completion loss
     assert (out / "sft" / "config.json").is_file()  # the LoRA adapter was merged: a plain model for DAPO
 
-    # a rerun skips what is done
+    # a rerun skips what is done, and keeps the wall time of the run that did it
+    timings = json.loads((out / "timings.json").read_text())
+    assert timings["this run"] > 0 and {"sft", "dapo"} <= set(timings)
     again = demo_real.main(["--fast", "--model", str(smol_standin_dir), "--output-dir", str(out)])
     assert again == results
+    assert json.loads((out / "timings.json").read_text()) == timings
 
 
 def test_dapo_as_two_processes_splits_the_batch_and_refuses_an_uneven_split(tmp_path, monkeypatch):
