@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> dict:
 
     def evaluate_in_background(stage: str) -> None:
         folder = out / "eval" / stage
-        if stage in evaluations or finished(folder, "done", args.force):
+        if finished(folder, "done", args.force):
             return
         log = out / "logs" / f"eval_{stage}.log"
         evaluations[stage] = (evaluation(models[stage], folder, args.fast, log), log)
@@ -161,14 +161,16 @@ def run(args: argparse.Namespace) -> dict:
             (out / "eval" / stage / "done").touch()
         evaluations.clear()
 
+    sft_beside_dapo = args.processes == 1  # otherwise DAPO's processes take every core
     evaluate_in_background("base")  # beside the cold start
     train("sft", "sft.py", CONFIGS / "sft.yaml", base)
-    if args.processes > 1:
-        wait_for_evaluations()  # DAPO's processes take every core
+    if sft_beside_dapo:
+        evaluate_in_background("sft")
     else:
-        evaluate_in_background("sft")  # beside DAPO
+        wait_for_evaluations()
     train("dapo", "grpo.py", dapo_config, models["sft"], args.processes)
-    evaluate_in_background("sft")  # no-op if it ran beside DAPO
+    if not sft_beside_dapo:
+        evaluate_in_background("sft")
     evaluate_in_background("dapo")
     wait_for_evaluations()
     if timings or evaluated:  # a rerun that only rewrites the report keeps the last run's wall time
