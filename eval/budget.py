@@ -139,8 +139,8 @@ class BudgetSampler:
             return left, None, False
         cap = forcing.budget if forcing.budget is not None else params.max_new_tokens
         if row.thinking_tokens >= cap:
-            self._end_thinking(row)
-            return self._request(row, params)
+            self._end_thinking(row)  # without a budget the row is finished here (finish = "length")
+            return None if row.finish is not None else self._request(row, params)
         short = forcing.min_thinking_tokens - row.thinking_tokens
         if short > 0 and row.waits >= forcing.max_waits:  # no Wait left: hold thinking open up to the minimum
             return min(short, cap - row.thinking_tokens), forcing.think_end, True

@@ -60,6 +60,18 @@ def test_reaching_the_budget_forces_end_of_thinking_and_a_boxed_answer(tiny_toke
     assert backend.requests == [(8, "</think>", False), (5, None, False)]  # the answer gets the allowance
 
 
+def test_thinking_to_max_new_tokens_without_a_budget_ends_the_sample(tiny_tokenizer):
+    # Forcing upward only (a minimum, no budget): a row still thinking at max_new_tokens is finished with
+    # finish "length". It used to stay "thinking" and the next request recursed for ever (RecursionError),
+    # which only the CPU kernels whose samples reach the cap showed: the scripted backend reaches it always.
+    backend = ScriptedBackend(tiny_tokenizer, think=100)
+    sampler = BudgetSampler(backend, BudgetForcing(min_thinking_tokens=10))
+    sample = sampler.generate([PROMPT], SamplingParams(n=1, max_new_tokens=20), ["p"])[0][0]
+    assert sample.text == "x" * 20 and sample.finish_reason == "length"
+    assert (sample.thinking_tokens, sample.forced_answer, sample.waits) == (20, False, 0)
+    assert backend.requests == [(20, "</think>", False)]
+
+
 def test_thinking_that_ends_before_the_budget_is_not_forced(tiny_tokenizer):
     backend = ScriptedBackend(tiny_tokenizer, think=3)
     sample = one_sample(backend, budget=8, answer_tokens=5)
