@@ -27,6 +27,8 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.sh
 	bash scripts/install_torch.sh $(PY) $(TORCH_VERSION)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
+	@echo "Installed into $(VENV). The make targets use it; for your own commands, activate it in each new shell:"
+	@echo "  source $(VENV)/bin/activate    (or call $(PY) directly: $(PY) recipes/grpo.py --max_steps 2)"
 
 lint: setup
 	$(VENV)/bin/ruff check .

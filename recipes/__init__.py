@@ -2,3 +2,7 @@
 helpers shared by the recipes (configs, models, the training seam) in recipes.common.
 May import: recipes, data_filters, eval, tasks and rewards; never scripts/ or tests/ (tests/test_layering.py checks).
 """
+
+from tasks.environment import require_installed
+
+require_installed(("torch", "transformers", "trl", "peft", "accelerate", "datasets", "yaml"), "recipes")
