@@ -22,6 +22,20 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+# Models whose samples depend on the CPU's float kernels: a model trained here (the kernels' rounding
+# compounds over its training steps) or one sampled near a coin flip. A test that uses one of them is marked
+# `kernel_dependent`, and `make test` on an AVX-512 machine runs those tests once more with torch's AVX2
+# kernels (ATEN_CPU_CAPABILITY=avx2): CI's machines may lack AVX-512, and a test that passes on one kernel
+# only is a test of the machine.
+KERNEL_DEPENDENT_FIXTURES = frozenset({"trained_tiny_model_dir", "guessing_model_dir"})
+
+
+def pytest_collection_modifyitems(items) -> None:
+    for item in items:
+        if KERNEL_DEPENDENT_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.kernel_dependent)
+
+
 @pytest.fixture(scope="session")
 def shared_dir(tmp_path_factory, worker_id) -> Path:
     """A folder common to all xdist workers of this run (and private to the run)."""
