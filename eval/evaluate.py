@@ -9,7 +9,9 @@ For each dataset, under --output-dir/<dataset>/, written as the run goes:
     samples.jsonl      every completion: extracted answer, verdict, reason, length, finish reason
     per_problem.jsonl  per problem: n and correct count per seed, pass@k and maj@k for each k
     summary.json       pass@k (mean over seeds, std across seeds, 95% bootstrap CI over problems), maj@k,
-                       mean@n, mean length, truncation rate, and the protocol (model, sampling, seeds, versions)
+                       mean@n, mean length, truncation rate, the share of samples per outcome ("correct",
+                       "wrong answer", "no boxed answer", ...: why pass@k is what it is, also printed at the end),
+                       and the protocol (model, sampling, seeds, prompt template, versions)
     pass_at_k.png      pass@k against k, log axis
 With --budgets B1 B2 ..., one such run per thinking budget under --output-dir/budget_<B>/<dataset>/, and
 accuracy against budget in --output-dir/budget_curve/<dataset>.json and .png (eval/budget.py: s1's budget
@@ -32,7 +34,7 @@ from pathlib import Path
 
 from eval import budget
 from eval.cli import FlagParser, UserInputError, check_model
-from eval.report import format_table, plot_pass_at_k, problem_metrics, summarize
+from eval.report import format_outcomes, format_table, outcome_shares, plot_pass_at_k, problem_metrics, summarize
 from eval.runner import scored_chunks
 from eval.sampler import SamplingParams
 
@@ -62,7 +64,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--num-rows", type=int, default=None, help="first N problems (synthetic: per level)")
     parser.add_argument("--system-prompt", default=None)
-    parser.add_argument("--user-template", default="{problem}", help="user message; {problem} is the question")
+    parser.add_argument(
+        "--user-template",
+        default=None,
+        help="user message; {problem} is the question (default: math sets add 'Please reason step by step, and put "
+        "your final answer within \\boxed{}.', as the recipes' configs do; code sets and synthetic:/arithmetic: "
+        "keep the question alone)",
+    )
     parser.add_argument(
         "--question-field",
         default="problem",
@@ -239,6 +247,8 @@ def finish_dataset(rows: list[dict], args, folder: Path) -> dict:
     summary = summarize(per_problem, args.k, args.seeds)
     summary["protocol"] = json.loads((folder / "protocol.json").read_text())
     summary["dataset"] = folder.name
+    summary["samples"] = len(ordered)
+    summary["outcomes"] = outcome_shares(ordered)  # why samples fail: the share of each reason
     (folder / "summary.json").write_text(json.dumps(summary, indent=2))
     plot_pass_at_k({Path(args.model).name or args.model: summary}, args.k, folder / "pass_at_k.png", folder.name)
     return summary
@@ -263,7 +273,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     from accelerate import PartialState
 
     from eval.sampler import make_sampler
-    from tasks.datasets import load_eval_dataset
+    from tasks.datasets import default_user_template, load_eval_dataset
 
     # Without a GPU, `accelerate launch --multi_gpu --num_processes 2` starts two processes that only
     # form a (gloo) process group when the state is told it runs on the CPU.
@@ -277,8 +287,10 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         "chat_template_kwargs": args.chat_template_kwargs, "thinking_mode": args.thinking_mode,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
     }  # fmt: skip
-    datasets = {}
+    datasets, templates = {}, {}
     for name in args.dataset:
+        given = args.user_template is not None  # an explicit template wins, for every set
+        templates[dataset_slug(name)] = args.user_template if given else default_user_template(name)
         rows = load_eval_dataset(
             name,
             num_rows=args.num_rows,
@@ -296,7 +308,8 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         for value, out in runs:
             forcing = budget.protocol_entry(budget.forcing_from_args(args, value))
             for slug in datasets:
-                check_protocol(out / slug, {**protocol, "forcing": forcing}, args.overwrite)
+                entries = {"forcing": forcing, "user_template": templates[slug]}
+                check_protocol(out / slug, {**protocol, **entries}, args.overwrite)
     state.wait_for_everyone()
     template = Path(args.chat_template).read_text() if args.chat_template else None
     options = {"chat_template": template, "use_chat_template": not args.no_chat_template}
@@ -310,6 +323,9 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         curves = budget.run_sweep(sampler, datasets, args, state, evaluate_dataset)
         if state.is_main_process:
             print(budget.format_curve_table(curves, args.k))
+            folders = {f"{out.name}/{slug}": out / slug for _, out in runs for slug in datasets}
+            finished = {key: json.loads((folder / "summary.json").read_text()) for key, folder in folders.items()}
+            print(format_outcomes(finished, folders))
         return curves
     if forcing := budget.forcing_from_args(args, None):
         sampler = budget.BudgetSampler(sampler, forcing)
@@ -320,6 +336,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
             summaries[slug] = summary
     if state.is_main_process:
         print(format_table(summaries, args.k))
+        print(format_outcomes(summaries, {slug: args.output_dir / slug for slug in summaries}))
     return summaries
 
 

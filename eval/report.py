@@ -5,7 +5,8 @@ eval/evaluate.py writes these files; eval/compare.py and the demo read and draw 
 
 from __future__ import annotations
 
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -92,14 +93,40 @@ def accuracy_plot(path: Path, title: str, xlabel: str, ylabel: str, legend_size:
         plt.close(figure)
 
 
-def plot_pass_at_k(summaries: dict[str, dict], ks: list[int], path: Path, title: str) -> None:
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def curve_styles(curves: dict[str, list[float]]) -> dict[str, dict]:
+    """Legend label and line style per curve, so that no curve hides another.
+
+    Each curve gets its own marker shape; a curve equal at every point to one drawn before it is drawn
+    dashed, with larger hollow markers around the first one's, and its label says "identical to <first>"
+    (two runs at 0.000 everywhere would otherwise show as one line).
+    """
+    styles: dict[str, dict] = {}
+    firsts: list[tuple[str, list[float]]] = []
+    for position, (label, values) in enumerate(curves.items()):
+        style = {"label": label, "marker": MARKERS[position % len(MARKERS)], "markersize": 6, "linestyle": "-"}
+        twin = next((first for first, seen in firsts if seen == values), None)
+        if twin is None:
+            firsts.append((label, values))
+        else:
+            style.update(label=f"{label} (identical to {twin})", markersize=11, markerfacecolor="none", linestyle="--")
+        styles[label] = style
+    return styles
+
+
+def plot_pass_at_k(summaries: dict[str, dict], ks: list[int], path: Path, title: str) -> list[str]:
+    """Draw pass@k against k with 95% bands; returns the legend's labels."""
+    curves = {label: [summary["metrics"][f"pass@{k}"]["mean"] for k in ks] for label, summary in summaries.items()}
+    styles = curve_styles(curves)
     with accuracy_plot(path, title, "k", "pass@k") as axis:
         for label, summary in summaries.items():
-            means = [summary["metrics"][f"pass@{k}"]["mean"] for k in ks]
             lows = [summary["metrics"][f"pass@{k}"]["ci95"][0] for k in ks]
             highs = [summary["metrics"][f"pass@{k}"]["ci95"][1] for k in ks]
-            axis.plot(ks, means, marker="o", label=label)
+            axis.plot(ks, curves[label], clip_on=False, **styles[label])  # markers at 0 or 1 shown whole
             axis.fill_between(ks, lows, highs, alpha=0.2)
+    return [styles[label]["label"] for label in summaries]
 
 
 def format_table(summaries: dict[str, dict], ks: list[int]) -> str:
@@ -117,4 +144,76 @@ def format_table(summaries: dict[str, dict], ks: list[int]) -> str:
             f"{summary['truncation_rate']:.1%}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- why samples fail
+
+# Reasons the math verifier gives after comparing an answer with the gold: when the sample is wrong, the answer
+# was read and is simply not the gold's value.
+COMPARISON_REASONS = frozenset(
+    {
+        "math-verify",
+        "exact number comparison",
+        "multiple-choice letter",
+        "numeral in base",
+        "a number is not an expression in variables",
+        "one value against several",
+        "values far apart",
+        "same text as a gold that math-verify reads",
+    }
+)
+_CODE_CASE = re.compile(r"^case \d+: ")
+CUT = "(cut at --max-new-tokens)"
+# no answer found (with --answer-fallbacks: "no boxed answer and no 'the answer is' statement")
+_UNREAD_ANSWER = ("no boxed answer", "reasoning never closed with </think>", "empty completion")
+
+
+def outcome_label(sample: dict) -> str:
+    """One sample's outcome in a few words: "correct", "wrong answer", or why it could not be credited."""
+    if sample.get("correct"):
+        return "correct"
+    reason = str(sample.get("reason") or "no reason recorded")
+    if sample.get("correct") is None:
+        return f"not scored: {reason}"
+    if reason in COMPARISON_REASONS:
+        return "wrong answer"
+    if reason.startswith("verification overran"):
+        return "verification timeout"
+    if reason.startswith("verifier error"):
+        return "verifier error"
+    if _CODE_CASE.match(reason):  # the code verifier's "case 3: timeout (2 s)": the kind of failure only
+        reason = re.split(r" \(|: ", _CODE_CASE.sub("", reason), maxsplit=1)[0]
+    if reason.startswith(_UNREAD_ANSWER) and sample.get("finish_reason") == "length":
+        return f"{reason} {CUT}"
+    return reason
+
+
+def outcome_shares(samples: list[dict]) -> dict[str, float]:
+    """The share of all samples per outcome (they sum to 1), largest first: where pass@k's zeros come from."""
+    counts = Counter(outcome_label(sample) for sample in samples)
+    return {label: count / len(samples) for label, count in counts.most_common()} if samples else {}
+
+
+def format_outcomes(summaries: dict[str, dict], folders: dict[str, Path]) -> str:
+    """Per dataset: the share of each outcome, a hint when most samples box no answer, and the files written."""
+    lines = []
+    for name, summary in summaries.items():
+        shares = summary.get("outcomes") or {}
+        detail = ", ".join(f"{label} {share:.1%}" for label, share in shares.items())
+        lines.append(f"{name}: {summary.get('samples', '?')} samples: {detail}")
+        unboxed = (share for label, share in shares.items() if label.startswith("no boxed answer") and CUT not in label)
+        if sum(unboxed) >= 0.5:
+            fallbacks = (
+                "" if (summary.get("protocol") or {}).get("answer_fallbacks") else ", or pass --answer-fallbacks"
+            )
+            lines.append(
+                "  most samples have no \\boxed{} answer, the kind the verifier reads: ask for one with "
+                f"--user-template or --system-prompt{fallbacks}"
+            )
+        if sum(share for label, share in shares.items() if CUT in label) >= 0.5:
+            lines.append("  most samples stopped at --max-new-tokens before an answer: raise it")
+        folder = folders[name]
+        lines.append(f"  written to {folder}/: {folder / 'summary.json'}, {folder / 'samples.jsonl'}")
+        lines.append("  (per_problem.jsonl, pass_at_k.png and protocol.json beside them)")
     return "\n".join(lines)

@@ -47,6 +47,12 @@ REGISTRY: dict[str, EvalSet] = {
     ),
 }
 DEFAULT_SYNTHETIC_PROBLEMS = 100  # per level
+# The instruction the recipes' configs give math problems: without it a model has no reason to box its answer,
+# and the verifier, which reads boxes, scores every sample 0 ("no boxed answer").
+BOX_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+MATH_USER_TEMPLATE = "{problem}\n\n" + BOX_INSTRUCTION
+PLAIN_USER_TEMPLATE = "{problem}"
+SET_DEFAULT = None  # user_template=SET_DEFAULT: each set's own evaluation prompt (default_user_template)
 _GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
 
 
@@ -58,6 +64,31 @@ def available_eval_datasets() -> list[str]:
         *(f"{style}:<file>" for style in STYLES),
         "<path to .json/.jsonl/.parquet or a save_to_disk folder>",
     ]
+
+
+def default_user_template(name: str) -> str:
+    """The user template an evaluation uses when none is given.
+
+    Math sets ask for a boxed answer (MATH_USER_TEMPLATE), since the verifier reads boxes. Code sets keep the
+    question alone (their prompts say what to write), and so do the generated tasks (`synthetic:`,
+    `arithmetic:`): their questions carry the format the demo's models were trained on.
+    """
+    from tasks.synthetic import is_synthetic_name
+
+    name = name.strip()
+    return PLAIN_USER_TEMPLATE if is_code_set_name(name) or is_synthetic_name(name) else MATH_USER_TEMPLATE
+
+
+def _without_box_instruction(row: dict) -> dict:
+    """A code row loaded under the math default: its last user message without the boxed-answer request."""
+    prompt = [dict(message) for message in row["prompt"]]
+    suffix = MATH_USER_TEMPLATE.replace("{problem}", "")
+    for message in reversed(prompt):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            if message["content"].endswith(suffix):
+                message["content"] = message["content"][: -len(suffix)]
+            break
+    return {"prompt": prompt}
 
 
 def gsm8k_final_answer(text: str | None) -> str | None:
@@ -72,7 +103,7 @@ def load_eval_dataset(
     name: str,
     num_rows: int | None = None,
     system_prompt: str | None = None,
-    user_template: str = "{problem}",
+    user_template: str | None = PLAIN_USER_TEMPLATE,
     seed: int = 0,
     question_field: str = "problem",
     answer_field: str = "answer",
@@ -83,11 +114,23 @@ def load_eval_dataset(
     `num_rows` keeps the first rows of a real set, or sets the problems per level of `synthetic:`.
     `question_field`, `answer_field` and `field_map` name the columns of a set that is not in the registry
     (a local file or another Hub set), as DataArguments does for the recipes.
+    `user_template=None` (SET_DEFAULT) takes the set's evaluation default (`default_user_template`); the plain
+    `{problem}` default keeps the bare question (data_filters compare questions without any template).
     """
     from tasks.schema import DataArguments, DatasetNotFoundError, load_rows
     from tasks.synthetic import is_synthetic_name
 
     name = name.strip()
+    if user_template is SET_DEFAULT:
+        rows = load_eval_dataset(
+            name, num_rows, system_prompt, default_user_template(name), seed, question_field, answer_field, field_map
+        )
+        if default_user_template(name) == MATH_USER_TEMPLATE and "code" in set(rows["verifier"]):
+            # a local file may hold code rows (rows with tests): they get no request for a box
+            rows = rows.map(
+                lambda row: _without_box_instruction(row) if row["verifier"] == "code" else {}, desc="code prompts"
+            )
+        return rows
     if is_code_set_name(name):
         return load_code_set(name, num_rows, system_prompt, user_template)
     prompts = {"system_prompt": system_prompt, "user_template": user_template}  # the same for every kind of set

@@ -69,3 +69,37 @@ def test_unknown_names_list_the_registry(monkeypatch, tmp_path):
     with pytest.raises(DatasetNotFoundError, match="aime24"):
         load_eval_dataset("aime2024")
     assert "synthetic:<levels>" in eval_datasets.available_eval_datasets()
+
+
+# ---------------------------------------------------------------- the evaluation's default prompt (issue 28, item 3)
+
+
+def test_a_math_file_asks_for_a_boxed_answer_unless_a_template_is_given(tmp_path):
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"problem": "What is 1+1?", "answer": "2"}) + "\n")
+    content = load_eval_dataset(str(path), user_template=None)[0]["prompt"][-1]["content"]
+    assert content.startswith("What is 1+1?") and content.endswith("put your final answer within \\boxed{}.")
+    explicit = load_eval_dataset(str(path), user_template="Q: {problem}")
+    assert explicit[0]["prompt"][-1]["content"] == "Q: What is 1+1?"  # a template given wins
+
+
+def test_a_registry_math_set_asks_for_a_boxed_answer_by_default(monkeypatch):
+    monkeypatch.setattr(
+        "datasets.load_dataset", lambda *args, **kwargs: Dataset.from_list([{"problem": "How many?", "answer": "7"}])
+    )
+    rows = load_eval_dataset("math500", user_template=None)
+    assert rows[0]["prompt"][-1]["content"].startswith("How many?")
+    assert "\\boxed{}" in rows[0]["prompt"][-1]["content"]
+
+
+def test_generated_tasks_and_code_sets_keep_their_own_prompts():
+    from pathlib import Path
+
+    # the synthetic task's questions carry the format its models were trained on: no instruction added
+    plain = load_eval_dataset("synthetic:1-2", num_rows=3, user_template="{problem}")
+    default = load_eval_dataset("synthetic:1-2", num_rows=3, user_template=None)
+    assert default["prompt"] == plain["prompt"]
+    # a local file of code rows: its questions say what to write, and no box is asked for
+    code = load_eval_dataset(str(Path(__file__).parent / "data" / "code_easy.jsonl"), num_rows=3, user_template=None)
+    assert set(code["verifier"]) == {"code"}
+    assert not any("boxed" in row[-1]["content"] for row in code["prompt"])
