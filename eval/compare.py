@@ -83,8 +83,27 @@ class ProtocolMismatchError(ValueError):
     """Two runs were sampled under different settings, so their pass@k curves do not measure the same thing."""
 
 
+def no_crossover(ks: list[int], curve_a: list[float], curve_b: list[float], name_a: str, name_b: str) -> str:
+    """What to say when the curves never cross: tied everywhere, or which run is ahead (and where they meet)."""
+    span = f"k in {ks[0]}..{ks[-1]}"
+    differences = [y - x for x, y in zip(curve_a, curve_b, strict=True)]
+    if all(difference == 0 for difference in differences):
+        return f"Crossover: none: the curves are identical (tied at every {span}); neither run is ahead."
+    leader = name_b if any(difference > 0 for difference in differences) else name_a
+    level = [k for k, difference in zip(ks, differences, strict=True) if difference == 0]
+    tied = f", level at k = {', '.join(map(str, level))}" if level else ""
+    return f"Crossover: none for {span}: {leader} stays ahead{tied}."
+
+
 def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: bool = False) -> str:
     """Write and return the report; refuses runs sampled under different protocols unless allowed (then warns)."""
+    return write_comparison(run_a, run_b, output, allow_protocol_mismatch)[0]
+
+
+def write_comparison(
+    run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: bool = False
+) -> tuple[str, list[Path]]:
+    """`compare`, returning also the files written (compare.md first, then one plot per dataset)."""
     a, b = load_run(run_a), load_run(run_b)
     mismatches = {
         dataset: differences
@@ -100,6 +119,7 @@ def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: boo
         )
     output.mkdir(parents=True, exist_ok=True)
     lines = [f"# {run_a.name} vs {run_b.name}", ""]
+    plots = []
     for dataset in sorted(set(a) & set(b)):
         sa, sb = a[dataset]["summary"], b[dataset]["summary"]
         if dataset in mismatches:
@@ -108,7 +128,8 @@ def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: boo
         ks = common_ks(sa, sb)
         curve_a = [sa["metrics"][f"pass@{k}"]["mean"] for k in ks]
         curve_b = [sb["metrics"][f"pass@{k}"]["mean"] for k in ks]
-        plot_pass_at_k({run_a.name: sa, run_b.name: sb}, ks, output / f"pass_at_k_{dataset}.png", dataset)
+        plots.append(output / f"pass_at_k_{dataset}.png")
+        plot_pass_at_k({run_a.name: sa, run_b.name: sb}, ks, plots[-1], dataset)
         cross = crossover(ks, curve_a, curve_b)
         shared = sorted(set(a[dataset]["problems"]) & set(b[dataset]["problems"]))
         top = ks[-1]
@@ -143,7 +164,7 @@ def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: boo
         ]
         lines.append(
             f"Crossover: the curves cross near k = {cross:.1f}." if cross is not None
-            else f"Crossover: none for k in {ks[0]}..{ks[-1]}: one run stays ahead."
+            else no_crossover(ks, curve_a, curve_b, run_a.name, run_b.name)
         )  # fmt: skip
         lines.append(f"At k = {top}: solved only by {run_a.name}: {len(only_a)}; only by {run_b.name}: {len(only_b)}.")
         if only_a or only_b:
@@ -154,7 +175,7 @@ def compare(run_a: Path, run_b: Path, output: Path, allow_protocol_mismatch: boo
         raise SystemExit(f"{run_a} and {run_b} share no dataset")
     report = "\n".join(lines)
     (output / "compare.md").write_text(report + "\n")
-    return report
+    return report, [output / "compare.md", *plots]
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -170,11 +191,12 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
     output = args.output or args.run_b / f"compare_{args.run_a.name}"
     try:
-        report = compare(args.run_a, args.run_b, output, args.allow_protocol_mismatch)
+        report, written = write_comparison(args.run_a, args.run_b, output, args.allow_protocol_mismatch)
     except ProtocolMismatchError as error:
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(2) from None
     print(report)
+    print(f"written: {', '.join(map(str, written))}")
     return report
 
 
