@@ -3,14 +3,17 @@
     python -m recipes.plot_curves artifacts/demo/dapo --out dapo.png
     python -m recipes.plot_curves runs/grpo runs/dapo --metrics reward entropy groups/std_mean --out compare.png
 
-Every GRPO run writes `metrics.jsonl` (recipes.common.monitor: each logged number, whatever `report_to`
-says). A run folder without it (an SFT run) is read from the `log_history` of its trainer_state.json, in
-the folder or its newest checkpoint. Without --metrics, the panels are the usual RL curves that the runs
-logged (reward, within-group reward std, entropy, completion length, loss).
+Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.monitor: each logged number,
+whatever `report_to` and `save_strategy` say), and that file is read first. A run folder without it (a run
+made by another tool or an older version) is read from the `log_history` of its trainer_state.json, in the
+folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged
+(reward, within-group reward std, entropy, completion length, loss, token accuracy, KL); a --metrics name
+that no run logged is an error that lists the names the runs have and suggests the closest.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import logging
 import sys
@@ -18,7 +21,15 @@ from pathlib import Path
 
 logger = logging.getLogger("recipes.plot_curves")
 
-DEFAULT_METRICS = ("reward", "groups/std_mean", "entropy", "completions/mean_length", "loss", "kl")
+DEFAULT_METRICS = (
+    "reward",
+    "groups/std_mean",
+    "entropy",
+    "completions/mean_length",
+    "loss",
+    "mean_token_accuracy",
+    "kl",
+)
 
 
 def read_records(run: Path) -> list[dict]:
@@ -45,6 +56,31 @@ def read_records(run: Path) -> list[dict]:
     return json.loads(existing[-1].read_text()).get("log_history", [])
 
 
+def logged_metrics(records: dict[str, list[dict]]) -> set[str]:
+    """The metric names with a number in some step's record of some run: what `curves` can draw."""
+    return {
+        key
+        for run_records in records.values()
+        for record in run_records
+        if "step" in record
+        for key, value in record.items()
+        if key != "step" and isinstance(value, int | float)
+    }
+
+
+def check_metrics(metrics: list[str], logged: set[str], runs: list[Path]) -> None:
+    """Fail, in one line, on a name that no run logged: a typo would otherwise drop its panel silently."""
+    for metric in metrics:
+        if metric in logged:
+            continue
+        close = difflib.get_close_matches(metric, sorted(logged), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"no run logged the metric {metric!r}{hint} ({', '.join(map(str, runs))} logged: "
+            f"{', '.join(sorted(logged)) or 'nothing'})"
+        )
+
+
 def curves(records: list[dict], metric: str) -> list[tuple[float, float]]:
     return [
         (record["step"], record[metric])
@@ -55,20 +91,22 @@ def curves(records: list[dict], metric: str) -> list[tuple[float, float]]:
 
 def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -> dict[str, dict[str, list]]:
     """Draw `metrics` (default: the usual ones the runs logged) for every run; returns what was drawn."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     records = {str(run): read_records(run) for run in runs}
+    logged = logged_metrics(records)
     if metrics is None:
-        logged = {key for run_records in records.values() for record in run_records for key in record}
         metrics = [metric for metric in DEFAULT_METRICS if metric in logged]
+    else:
+        check_metrics(metrics, logged, runs)
     drawn = {metric: {run: curves(run_records, metric) for run, run_records in records.items()} for metric in metrics}
     drawn = {metric: {run: points for run, points in by_run.items() if points} for metric, by_run in drawn.items()}
     drawn = {metric: by_run for metric, by_run in drawn.items() if by_run}
     if not drawn:
         raise ValueError(f"none of the metrics {metrics} was logged by {', '.join(map(str, runs))}")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     figure, axes = plt.subplots(1, len(drawn), figsize=(4.0 * len(drawn), 3.2), squeeze=False)
     for axis, (metric, by_run) in zip(axes[0], drawn.items(), strict=True):
         for run, points in by_run.items():

@@ -90,3 +90,39 @@ def test_plot_curves_says_what_is_missing(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         plot_curves.main([str(tmp_path / "empty"), "--out", str(tmp_path / "x.png")])
     assert exit_info.value.code == 2 and "neither metrics.jsonl nor a trainer_state.json" in capsys.readouterr().err
+
+
+def test_an_sft_run_without_checkpoints_writes_metrics_jsonl_that_plot_curves_draws(tiny_model_dir, tmp_path):
+    """Issue 28, item 10: the shipped SFT configs save no checkpoint, so there is no trainer_state.json to read."""
+    out = tmp_path / "sft"
+    argv = [
+        "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--max_steps", "3",
+        "--logging_steps", "1", "--dataset_num_rows", "8", "--per_device_train_batch_size", "4",
+        "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
+    ]  # fmt: skip
+    sft.main(*sft.make_parser().parse_args(argv))
+    assert not list(out.rglob("trainer_state.json"))
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    stepped = [record for record in records if "loss" in record]
+    assert [record["step"] for record in stepped] == [1, 2, 3]
+    assert all(record["loss"] > 0 and "learning_rate" in record for record in stepped)
+
+    png = tmp_path / "sft.png"
+    assert plot_curves.main([str(out), "--out", str(png)]) == png
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    drawn = plot_curves.plot_curves([out], tmp_path / "lr.png", metrics=["loss", "learning_rate"])
+    assert [step for step, _ in drawn["loss"][str(out)]] == [1, 2, 3]
+    assert [step for step, _ in drawn["learning_rate"][str(out)]] == [1, 2, 3]
+
+
+def test_a_misspelled_metric_is_an_error_that_suggests_the_logged_name(tmp_path, capsys):
+    run = write_metrics(tmp_path / "sft", [{"step": 1, "loss": 2.0, "learning_rate": 1e-4}, {"step": 2, "loss": 1.5}])
+    with pytest.raises(SystemExit) as exit_info:
+        plot_curves.main([str(run), "--metrics", "los", "--out", str(tmp_path / "x.png")])
+    error = capsys.readouterr().err
+    assert exit_info.value.code == 2 and len(error.strip().splitlines()) == 1, error
+    assert "'los'" in error and "did you mean 'loss'?" in error and "learning_rate, loss" in error
+    assert not (tmp_path / "x.png").exists()
+    with pytest.raises(SystemExit):  # one good name does not carry a misspelled one
+        plot_curves.main([str(run), "--metrics", "loss", "learnig_rate", "--out", str(tmp_path / "y.png")])
+    assert "did you mean 'learning_rate'?" in capsys.readouterr().err

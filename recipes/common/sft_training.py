@@ -5,7 +5,9 @@ rejection_sampling.py (each round) and distill.py (the student).
 an assistant turn with EOS, load the model, train with TRL's SFTTrainer (loss on assistant tokens only
 when the config says so, packing and LoRA as the config says), resume from a checkpoint when asked,
 save a model that generates with its KV cache (merged when LoRA was used and a plain model is wanted),
-the tokenizer and a run card.
+the tokenizer and a run card. Every logged number goes to `<output_dir>/metrics.jsonl` through the GRPO
+runs' monitor (recipes.common.monitor), so `python -m recipes.plot_curves` draws an SFT run whatever
+`save_strategy` and `report_to` say.
 """
 
 from __future__ import annotations
@@ -137,6 +139,10 @@ def train_sft(
     from transformers import set_seed
     from trl import SFTTrainer, get_peft_config
 
+    from recipes.common.library_noise import quiet_library_noise
+    from recipes.common.monitor import RLVRMonitor
+
+    quiet_library_noise()
     if output_dir is not None:
         training_args = copy.copy(training_args)
         training_args.output_dir = str(output_dir)
@@ -157,6 +163,7 @@ def train_sft(
         train_dataset=conversations,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
+        callbacks=[RLVRMonitor(output_dir)],  # metrics.jsonl; its GRPO checks need GRPO's metrics and stay quiet
     )
     logger.info("SFT of %s on %d conversations -> %s", model_path, len(conversations), output_dir)
     trainer.train(resume_from_checkpoint=resume_point(training_args, output_dir))
