@@ -25,4 +25,6 @@ else
   # macOS and Windows wheels on PyPI are CPU (and MPS) builds already.
   "$py" -m pip install --quiet "torch==$version"
 fi
-"$py" -c 'import torch; print("installed torch", torch.__version__, "cuda" if torch.version.cuda else "cpu")'
+# The version from the package's metadata, not `import torch`: torch imported before numpy is installed (the
+# project's install comes next) printed "Failed to initialize NumPy" at every setup.
+"$py" -c 'import importlib.metadata as m; print("installed torch", m.version("torch"))'

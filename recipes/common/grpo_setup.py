@@ -58,9 +58,11 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
     from trl import get_peft_config
 
     from recipes.common.grpo_trainer import RLVRGRPOTrainer
+    from recipes.common.library_noise import quiet_library_noise
     from recipes.common.monitor import RLVRMonitor
     from rewards import accuracy_reward_names, build_rewards
 
+    quiet_library_noise()  # before anything loads or saves a model (a cold start built on demand does both)
     path = model_args.model_name_or_path
     model_path = resolve_model_path(path, if_missing="cold_start" if script_args.cold_start_if_missing else None)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
