@@ -7,11 +7,15 @@ Order of decisions for one completion:
 1. extraction, after the last `</think>` (a reasoning that opens `<think>` and never closes it has no
    final answer): the boxes that state the final answer, by rewards.math_answers' rule: the last box
    and the boxes stated together with it; earlier boxes followed by more work are steps and do not count.
-   Optional fallbacks ("Answer: ...", "the final answer is ...") are off by default;
+   Optional fallbacks, off by default: the last unboxed "the answer is X" / "Answer: X" statement, with
+   hedged statements scoring 0 (rewards.math_statements);
 2. anti-hacking, each with its reason: boxes stated together must all equal the gold *by value*, so
    "\\boxed{3} or \\boxed{4}" scores 0 whichever is right, while "\\boxed{-b+2}, or \\boxed{2 - b}" is
    one answer; alternatives inside one box when the gold is one value ("3 or 4", "41, 42, 43",
    "\\pm 2"), an empty or absurdly long answer, and look-alike (non-ASCII) digits are all incorrect;
+   with `require_number` (per row, or for a whole batch), an answer to a gold that is a number must be a
+   number literal, not an expression that evaluates to it (rewards.math_literal): `\\boxed{7+5}` for 12 is
+   incorrect, "an expression, not a number" (checked after the comparison, so a wrong answer keeps its reason);
 3. local decisions, in this process and without sympy (rewards.math_compare): exact numbers (integers,
    decimals, fractions, powers, factorials: rewards.exact; every AIME answer), multiple-choice letters,
    numerals in a base, rejections of a number against variables, several values or a constant far from
@@ -30,9 +34,9 @@ math-verify, which compares both sides, or the right side when the left is a lon
 from __future__ import annotations
 
 import logging
-import re
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rewards.math_answers import answer_boxes, final_group, find_boxes, tidy
@@ -45,8 +49,11 @@ from rewards.math_compare import (
     local_decision,
     read_gold,
 )
+from rewards.math_literal import literal_problem
+from rewards.math_statements import HEDGED, NOT_FOUND, last_statement
 from rewards.registry import register
 from rewards.text import column, completion_text
+from rewards.verdicts import REQUIRE_NUMBER, choice_of
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +61,6 @@ THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 MAX_ANSWER_CHARS = 1_000  # no real answer is longer; a longer one is a dump, and costs the parser dearly
 DEFAULT_TIMEOUT_S = 2.0
 STARTUP_WAIT_S = 60.0
-
-_FALLBACK = re.compile(r"(?:the final answer is|answer\s*:)", re.IGNORECASE)
 MAX_STATED = 8  # more different values stated together than any single-valued answer needs
 
 
@@ -90,18 +95,9 @@ def boxed_answers(text: str) -> list[str]:
     return [box.content for box in find_boxes(text)]
 
 
-def _fallback_answer(segment: str) -> str | None:
-    matches = list(_FALLBACK.finditer(segment))
-    if not matches:
-        return None
-    line = segment[matches[-1].end() :].split("\n", 1)[0]
-    answer = line.strip().strip("$").strip().rstrip(".").strip().strip("$").strip()
-    return answer or None
-
-
 def extract_answer(text: str | None, fallbacks: bool = False) -> str | None:
-    """The final answer of a completion (its last box), or None. With `fallbacks`, "Answer: X" /
-    "the final answer is X" count when there is no box."""
+    """The final answer of a completion (its last box), or None. With `fallbacks`, the last "the answer is X"
+    / "Answer: X" statement counts when there is no box (rewards.math_statements; a hedged one is None)."""
     if not text:
         return None
     segment = final_segment(text)
@@ -110,7 +106,8 @@ def extract_answer(text: str | None, fallbacks: bool = False) -> str | None:
     boxed = answer_boxes(segment)
     if boxed:
         return boxed[-1].content or None
-    return _fallback_answer(segment) if fallbacks else None
+    statement = last_statement(segment) if fallbacks else None
+    return statement.answer if statement and not statement.hedged else None
 
 
 def _answer_problem(answer: str, gold: Gold) -> str | None:
@@ -132,9 +129,10 @@ class _Plan:
 
     shown: str
     checks: list[list[tuple[str, str]]]
+    not_a_number: str | None = None  # with require_number: why an answer that equals the gold still fails
 
 
-def _precheck(gold: Gold, completion: str, fallbacks: bool):
+def _precheck(gold: Gold, completion: str, fallbacks: bool, require_number: bool = False):
     """A Verdict when the completion is decided before any comparison, else a _Plan."""
     if gold.unscorable:
         return Verdict(None, None, gold.unscorable)
@@ -151,16 +149,22 @@ def _precheck(gold: Gold, completion: str, fallbacks: bool):
         # A gold that lists several values may be answered one box per value: compare them as a list.
         answers = different if gold.single else [", ".join(different)]
     else:
-        answer = _fallback_answer(segment) if fallbacks else None
-        if answer is None:
+        statement = last_statement(segment) if fallbacks else None
+        if statement is None:
             empty = find_boxes(segment)  # only blank or phantom boxes
-            return Verdict(False, empty[-1].content if empty else None, "empty answer" if empty else "no boxed answer")
-        answers = [tidy(answer.replace("\\$", ""))]
+            reason = "empty answer" if empty else NOT_FOUND if fallbacks else "no boxed answer"
+            return Verdict(False, empty[-1].content if empty else None, reason)
+        if statement.hedged:
+            return Verdict(False, statement.answer[:100], HEDGED)
+        answers = stated = [tidy(statement.answer.replace("\\$", ""))]
     for answer in answers:
         problem = _answer_problem(answer, gold)
         if problem:
             return Verdict(False, answer[:100] + ("..." if len(answer) > 100 else ""), problem)
-    return _Plan(answers[-1], [comparisons(gold, answer) for answer in answers])
+    plan = _Plan(answers[-1], [comparisons(gold, answer) for answer in answers])
+    if require_number and gold.number:  # every answer stated, not one per value: `\\boxed{12}, \\boxed{7+5}`
+        plan.not_a_number = next(filter(None, (literal_problem(answer, gold.text) for answer in stated)), None)
+    return plan
 
 
 # ---------------------------------------------------------------- verification
@@ -197,6 +201,8 @@ def _combine(plan: _Plan, outcomes: list[list[tuple[bool | None, str]]]) -> Verd
         return Verdict(False, plan.shown, failed[0])
     if any(not correct for answer in outcomes[:-1] for correct, _ in answer):
         return Verdict(False, plan.shown, "two or more distinct boxed answers stated together")
+    if plan.not_a_number:  # the right value, written as an expression (`\\boxed{7+5}`): a wrong one keeps its reason
+        return Verdict(False, plan.shown, plan.not_a_number)
     reasons = sorted({reason for _, reason in flat})
     return Verdict(True, plan.shown, " + ".join(reasons))
 
@@ -208,16 +214,22 @@ def verify_batch(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     fallbacks: bool = False,
     pool=None,
+    require_number: bool | Sequence[bool | None] | None = False,
 ) -> list[Verdict]:
-    """Verdicts for many completions; the comparisons math-verify must decide run in parallel in the pool."""
+    """Verdicts for many completions; the comparisons math-verify must decide run in parallel in the pool.
+
+    `require_number`: one choice for the batch, or one per completion (a row's `require_number` column, None
+    read as False): where the gold is a number, the answer must be a number literal, not an expression.
+    """
     if len(golds) != len(completions):
         raise ValueError(f"{len(golds)} gold answers for {len(completions)} completions")
     ids = ids if ids is not None else [None] * len(golds)
+    literal = per_completion(require_number, len(golds))
     verdicts: list[Verdict | None] = [None] * len(golds)
     plans: dict[int, tuple[_Plan, Gold]] = {}
     for index, (raw, completion) in enumerate(zip(golds, completions, strict=True)):
         gold = read_gold(raw)
-        decided = _precheck(gold, completion if isinstance(completion, str) else "", fallbacks)
+        decided = _precheck(gold, completion if isinstance(completion, str) else "", fallbacks, literal[index])
         if isinstance(decided, Verdict):
             verdicts[index] = decided
         else:
@@ -262,6 +274,16 @@ def verify_batch(
                 _WARNED_GOLDS.add(key)
                 logger.warning("%s: %s (gold %r); it is not scored", key, verdict.reason, golds[index])
     return verdicts
+
+
+def per_completion(require_number: bool | Sequence[bool | None] | None, size: int) -> list[bool]:
+    """`require_number` as one bool per completion: a single choice repeated, or a column checked for length."""
+    if require_number is None or isinstance(require_number, (bool, int, str)):
+        return [choice_of(require_number)] * size
+    choices = [choice_of(choice) for choice in require_number]
+    if len(choices) != size:
+        raise ValueError(f"require_number has {len(choices)} values for {size} completions")
+    return choices
 
 
 def _learn(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]:
@@ -312,22 +334,38 @@ def verify(
     row_id=None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     fallbacks: bool = False,
+    require_number: bool = False,
 ) -> Verdict:
-    """Score one completion against a gold answer."""
-    return verify_batch([gold], [completion], [row_id], timeout_s=timeout_s, fallbacks=fallbacks)[0]
+    """Score one completion against a gold answer (`require_number`: see verify_batch)."""
+    options = {"timeout_s": timeout_s, "fallbacks": fallbacks, "require_number": require_number}
+    return verify_batch([gold], [completion], [row_id], **options)[0]
 
 
 # ---------------------------------------------------------------- the reward
 
 
+def row_require_number(columns: dict, size: int) -> list[bool]:
+    """Each row's `require_number` choice from a batch's columns (TRL's reward keyword arguments); False
+    where the column is absent or empty."""
+    return [choice_of(choice) for choice in column(columns, REQUIRE_NUMBER, size, default=False)]
+
+
 @register("math_accuracy")
-def make_math_accuracy(timeout_s: float = DEFAULT_TIMEOUT_S, fallbacks: bool = False):
-    """1.0 for a correct final answer, 0.0 otherwise, None for a row whose gold cannot be read."""
+def make_math_accuracy(
+    timeout_s: float = DEFAULT_TIMEOUT_S, fallbacks: bool = False, require_number: bool | None = None
+):
+    """1.0 for a correct final answer, 0.0 otherwise, None for a row whose gold cannot be read.
+
+    `require_number`: None (the default) follows each row's `require_number` column, as every other stage that
+    scores the row does (the `arithmetic:` and `synthetic:` rows carry True); True or False sets it for all rows.
+    """
 
     def math_accuracy(completions, answer, **kwargs) -> list[float | None]:
         texts = [completion_text(completion) for completion in completions]
         ids = column(kwargs, "id", len(texts))
-        verdicts = verify_batch(list(answer), texts, ids, timeout_s=timeout_s, fallbacks=fallbacks)
+        literal = row_require_number(kwargs, len(texts)) if require_number is None else require_number
+        options = {"timeout_s": timeout_s, "fallbacks": fallbacks, "require_number": literal}
+        verdicts = verify_batch(list(answer), texts, ids, **options)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("math_accuracy reasons: %s", dict(Counter(verdict.reason for verdict in verdicts)))
         return [None if verdict.correct is None else float(verdict.correct) for verdict in verdicts]

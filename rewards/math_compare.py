@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from rewards.approx import constant_values, far_apart
 from rewards.exact import exact_equal, exact_value, normalize
@@ -93,6 +94,7 @@ class Gold:
     choice: str | None  # "E" for a multiple-choice gold such as "\\text{(E)}"
     sides: tuple[str, str] | None  # an equation between two constants
     base: tuple[str, int] | None  # a numeral in a base, `1101_2`: compared digit by digit, base by base
+    number: bool = False  # an exact number of ordinary size (`12`, `3/4`, `2^{10}`): `require_number` applies
 
 
 _GOLDS: dict[str, Gold] = {}
@@ -127,6 +129,7 @@ def read_gold(raw) -> Gold:
         choice=choice.group(1) if choice else None,
         sides=sides,
         base=numeral if numeral and numeral[1] is not None else None,
+        number=choice is None and isinstance(exact_value(clean(text)), Fraction),
     )
     if len(_GOLDS) > _GOLDS_LIMIT:
         _GOLDS.clear()

@@ -12,11 +12,29 @@ from dataclasses import dataclass
 
 VERIFIERS = ("math", "code")
 DEFAULT_VERIFIER = "math"  # a row with no `verifier` (or an empty one) is a math row
+# A math row's column that asks for a number literal where its gold is a number (rewards.math_literal).
+REQUIRE_NUMBER = "require_number"
+_YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 def verifier_of(row: dict) -> str:
     """The verifier that scores `row`: its `verifier` column, or the default when that is missing or empty."""
     return row.get("verifier") or DEFAULT_VERIFIER
+
+
+def choice_of(value) -> bool:
+    """A yes/no option as a row or a config may write it: a bool, None (no), 0/1, or "true"/"false" text
+    (a CSV or a hand-written JSONL), which `bool()` would read as yes whatever it says."""
+    if isinstance(value, str):
+        return value.strip().lower() in _YES
+    return bool(value)
+
+
+def is_choice(value) -> bool:
+    """Whether `value` reads as a yes/no option at all (the schema reports a row whose value does not)."""
+    if isinstance(value, str):
+        return value.strip().lower() in (*_YES, *_NO)
+    return value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1))
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,10 @@ def score_completions(
     One batch per verifier: the math verifier runs its sympy cases in parallel worker processes, the
     code verifier its programs in parallel sandboxes. A dataset may mix math and code rows.
     `math_options` go to the math verifier, e.g. `{"fallbacks": True}` to read an unboxed "Answer: X".
+    A math row's own `require_number` column (True on the `arithmetic:` and `synthetic:` tasks) asks for a
+    number literal where the gold is a number, so `\\boxed{7+5}` does not solve "Compute 7 + 5" here, in the
+    GRPO reward (rewards.math.math_accuracy reads the same column) or anywhere else; `math_options`'
+    `require_number` (True/False) overrides it for every row, None leaves it to the rows.
     """
     scores: list[Score | None] = [None] * len(rows)
     by_verifier: dict[str, list[int]] = defaultdict(list)
@@ -50,11 +72,14 @@ def score_completions(
         from rewards.math import verify_batch
 
         indices = by_verifier["math"]
+        options = dict(math_options or {})
+        if options.get(REQUIRE_NUMBER) is None:
+            options[REQUIRE_NUMBER] = [rows[i].get(REQUIRE_NUMBER) for i in indices]
         verdicts = verify_batch(
             [rows[i]["answer"] for i in indices],
             [texts[i] for i in indices],
             [rows[i].get("id") for i in indices],
-            **(math_options or {}),
+            **options,
         )
         for index, verdict in zip(indices, verdicts, strict=True):
             scores[index] = Score(verdict.correct, verdict.extracted, verdict.reason)

@@ -85,8 +85,12 @@ def generate_rows(
     split: str = "train",
     system_prompt: str | None = None,
     user_template: str = "{problem}",
+    require_number: bool = True,
 ) -> list[dict]:
-    """`num_per_level` distinct problems per level, as schema rows (deterministic for seed, split, level)."""
+    """`num_per_level` distinct problems per level, as schema rows (deterministic for seed, split, level).
+
+    `require_number` (on by default) is why `\\boxed{14 - 5}` does not solve "Mia has 14 ... gives 5": the
+    rows ask every stage that scores them for a number literal (tasks.synthetic.draw_rows)."""
     if "{problem}" not in user_template:
         raise ValueError(f"user_template must contain '{{problem}}', got {user_template!r}")
 
@@ -96,5 +100,5 @@ def generate_rows(
 
     return draw_rows(
         "arithmetic", list(levels), num_per_level, split, draw, lambda level: f"arithmetic:{seed}:{split}:{level}",
-        system_prompt, user_template,
+        system_prompt, user_template, require_number,
     )  # fmt: skip

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rewards.verdicts import DEFAULT_VERIFIER, VERIFIERS
+from rewards.verdicts import DEFAULT_VERIFIER, REQUIRE_NUMBER, VERIFIERS, choice_of, is_choice
 from tasks import synthetic
 from tasks.rows import build_prompt, row_id
 
@@ -33,9 +33,15 @@ _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 _EVAL_SPLITS = ("test", "eval", "validation")
 ON_ERROR = ("raise", "drop")
 # Schema fields a field map may name, besides the question ('problem', alias 'question') and 'answer'.
-MAPPABLE_FIELDS = ("problem", "answer", "id", "tests", "solution", "difficulty", "verifier", "source", "prompt")
+MAPPABLE_FIELDS = (
+    "problem", "answer", "id", "tests", "solution", "difficulty", "verifier", "source", "prompt", REQUIRE_NUMBER,
+)  # fmt: skip
 _PROBLEM_COLUMN = "__schema_problem__"
 _ERRORS_SHOWN = 20
+_REQUIRE_NUMBER_HELP = (
+    "Where a math row's gold is a number, accept only a number, not an expression that evaluates to it (\\boxed{7+5} "
+    "is not 12). Unset: each row's 'require_number' column (arithmetic: and synthetic: set it); true/false: every row."
+)
 
 
 class DatasetNotFoundError(FileNotFoundError):
@@ -84,6 +90,7 @@ class DataArguments:
         default=None,
         metadata={"help": "Verifier of rows without a 'verifier' column: 'math' or 'code' (default: code if tests)."},
     )
+    require_number: bool | None = field(default=None, metadata={"help": _REQUIRE_NUMBER_HELP})
     on_error: str = field(
         default="raise",
         metadata={
@@ -95,6 +102,10 @@ class DataArguments:
     def __post_init__(self) -> None:
         if self.on_error not in ON_ERROR:
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {self.on_error!r}")
+        if self.require_number is not None:
+            if not is_choice(self.require_number):
+                raise ValueError(f"require_number must be true, false or unset, got {self.require_number!r}")
+            self.require_number = choice_of(self.require_number)
         if self.verifier is not None and self.verifier not in VERIFIERS:
             raise ValueError(f"verifier must be one of {VERIFIERS} or unset, got {self.verifier!r}")
         if "{problem}" not in self.user_template:
@@ -170,6 +181,7 @@ def load_rows_with_report(args: DataArguments, split: str | None = None):
             split="eval" if split in _EVAL_SPLITS else "train",
             system_prompt=args.system_prompt,
             user_template=args.user_template,
+            **({} if args.require_number is None else {"require_number": args.require_number}),
         )
         return Dataset.from_list(rows), SchemaReport(name, len(rows), len(rows))
     dataset = _load_external(name, args.dataset_config, split)
@@ -282,6 +294,9 @@ def _row_problem(out: dict, row: dict, verifier: str, answer_column: str) -> tup
         answer = out.get("answer", row.get("answer"))
         if answer is None or not str(answer).strip():
             return answer_column, f"is {answer!r}; a math row needs a gold answer"
+        choice = out.get(REQUIRE_NUMBER, row.get(REQUIRE_NUMBER))
+        if not is_choice(choice):
+            return REQUIRE_NUMBER, f"is {choice!r}; it takes true or false (empty: false)"
         return None
     tests = out.get("tests", row.get("tests"))
     if tests is None or (isinstance(tests, str) and not tests.strip()):
@@ -339,6 +354,8 @@ def to_schema_with_report(dataset, source: str, args: DataArguments):
         out["verifier"] = verifier
         if "source" not in columns and "source" not in copied:
             out["source"] = prefix
+        if args.require_number is not None:
+            out[REQUIRE_NUMBER] = args.require_number  # the config's choice travels with every row
         if problem is None and not conversations_only:
             problem = _row_problem(out, row, verifier, answer_column)
         # "" for a good row: a column that starts with 1000 Nones gets Arrow's null type and breaks later batches

@@ -27,6 +27,8 @@ import re
 import string
 from dataclasses import dataclass
 
+from rewards.verdicts import REQUIRE_NUMBER
+
 DEFAULT_DISTRACTORS = 6
 DEFAULT_MAX_VALUE = 99
 SPLITS = ("train", "eval")
@@ -123,15 +125,15 @@ def is_synthetic_name(name: str) -> bool:
     return bool(_NAME.match(name.strip()))
 
 
-def generate_named(name: str, num_per_level: int, seed: int = 0, split: str = "train", **prompt_options) -> list:
-    """Rows of the generated task `name` (`synthetic:1-3`, `arithmetic:1-2`); prompt_options: system_prompt,
-    user_template."""
+def generate_named(name: str, num_per_level: int, seed: int = 0, split: str = "train", **options) -> list:
+    """Rows of the generated task `name` (`synthetic:1-3`, `arithmetic:1-2`); options: system_prompt,
+    user_template, require_number."""
     levels = parse_levels(name)
     if _NAME.match(name.strip()).group("family") == "arithmetic":
         from tasks import arithmetic
 
-        return arithmetic.generate_rows(levels, num_per_level, seed=seed, split=split, **prompt_options)
-    return generate_rows(levels, num_per_level, seed=seed, split=split, **prompt_options)
+        return arithmetic.generate_rows(levels, num_per_level, seed=seed, split=split, **options)
+    return generate_rows(levels, num_per_level, seed=seed, split=split, **options)
 
 
 def generate_rows(
@@ -143,11 +145,13 @@ def generate_rows(
     max_value: int = DEFAULT_MAX_VALUE,
     system_prompt: str | None = None,
     user_template: str = "{problem}",
+    require_number: bool = True,
 ) -> list[dict]:
     """`num_per_level` distinct problems for each level, as rows of DESIGN.md's schema.
 
     Deterministic for (seed, split, level). Rows: `prompt` (chat messages), `answer` (str), `solution`
-    (chain of thought), `id`, `difficulty` (the level), `verifier` ("math"), `source` ("synthetic").
+    (chain of thought), `id`, `difficulty` (the level), `verifier` ("math"), `source` ("synthetic"),
+    `require_number` (see draw_rows).
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -162,7 +166,7 @@ def generate_rows(
     return draw_rows(
         "synthetic", levels, num_per_level, split, draw,
         lambda level: f"synthetic:{seed}:{split}:{level}:{num_distractors}:{max_value}",
-        system_prompt, user_template,
+        system_prompt, user_template, require_number,
     )  # fmt: skip
 
 
@@ -175,12 +179,18 @@ def draw_rows(
     rng_key,
     system_prompt: str | None,
     user_template: str,
+    require_number: bool = True,
 ) -> list[dict]:
     """The loop every generated task shares: `num_per_level` distinct problems per level, each in `split`.
 
     `draw(rng, level)` makes one problem, `(question, text shown to the model, solution, answer)`; the level's
     random stream is seeded by `rng_key(level)`, so rows are deterministic and a question is in the eval split
     exactly when `split_of` says so. Rows follow DESIGN.md's schema.
+
+    Every answer is an integer, so rows carry `require_number` (rewards.verdicts.REQUIRE_NUMBER), True by
+    default: an answer must be a number, not an expression that evaluates to it. Without it, a policy that
+    copies "14 - 5" from the question into the box is paid as if it had computed 9, by the GRPO reward and
+    every other stage that scores the row (they all read the row's column).
     """
     rows = []
     for level in levels:
@@ -211,6 +221,7 @@ def draw_rows(
                     "difficulty": level,
                     "verifier": "math",
                     "source": family,
+                    REQUIRE_NUMBER: require_number,
                 }
             )
     return rows

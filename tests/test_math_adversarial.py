@@ -45,3 +45,69 @@ def test_the_whole_corpus_as_one_reward_batch():
             assert score == 0.0, row["name"]
         elif row["expect"] == 1:
             assert score == 1.0, row["name"]
+
+
+# Expressions dressed up to pass for the number 12 under `require_number` (a reader of rewards/math_literal.py
+# would try these): spacing, wrappers, unicode operators, labels, units, separators, equations.
+SMUGGLED_NUMBERS = [
+    "7+5",
+    "7\\,+\\,5",
+    "12\\!+\\!0",
+    "12\n+0",
+    "12 \\\\ + 0",
+    "{12}+{0}",
+    "\\mathbf{7}+\\mathbf{5}",
+    "\\text{ }7+5",
+    "7+5 \\text{ apples}",
+    "= 7 + 5",
+    "\\approx 7+5",
+    "x = 12 = 7+5",
+    "7+5 = 12",
+    "12 = 7+5",
+    "12^{\\circ} + 0",
+    "12,\\!000 - 11,\\!988",
+    "\\left. 12 \\right.",
+    "\\left(12\\right)",
+    "\\frac{12}{1}",
+    "\\frac{-24}{-2}",
+    "-\\frac{-12}{1}",
+    "-(-12)",
+    "3\u00d74",  # ×
+    "24\u00f72",  # ÷
+    "3\u22c54",  # ⋅
+    "3\u22174",  # ∗
+    "7\uff0b5",  # fullwidth +
+    "17\u22125",  # unicode minus as an operator
+    "1.2e1",
+    "1.2 \\cdot 10",
+    "\\sqrt{144}",
+    "\\lceil 11.5 \\rceil",
+    "12_{10}",
+    "12+0i",
+    "\\displaystyle{\\frac{24}{2}}",
+]
+
+
+@pytest.mark.parametrize("answer", SMUGGLED_NUMBERS)
+def test_require_number_catches_expressions_in_disguise(answer):
+    completion = f"\\boxed{{{answer}}}"
+    started = time.monotonic()
+    verdict = verify("12", completion, timeout_s=TIMEOUT_S, require_number=True)
+    assert time.monotonic() - started <= TIMEOUT_S + 1.0
+    assert verdict.correct is False, verdict
+    if verify("12", completion, timeout_s=TIMEOUT_S).correct:  # credited without the option: say why not now
+        assert verdict.reason in ("an expression, not a number", "not a number"), verdict
+
+
+def test_require_number_on_the_whole_corpus_only_ever_rejects():
+    """The option never credits what the default rejects, raises nothing, and stays within the time bound."""
+    rows = [row for row in CORPUS if row["gold"] is not None]
+    completions, golds = [row["completion"] for row in rows], [row["gold"] for row in rows]
+    default = math_accuracy(completions, answer=golds)
+    started = time.monotonic()
+    strict = math_accuracy(completions, answer=golds, require_number=[True] * len(rows))
+    assert time.monotonic() - started <= 3 * (TIMEOUT_S + 1.0)
+    for row, before, after in zip(rows, default, strict, strict=True):
+        assert after in (before, 0.0), row["name"]
+        if row["expect"] == 0:
+            assert after == 0.0, row["name"]

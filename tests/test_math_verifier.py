@@ -177,3 +177,199 @@ def test_plain_math_verify_accepts_these_and_we_do_not(gold, completion):
 
     assert plain_verify(parse(f"${gold}$"), parse(completion)) is True
     assert verify(gold, completion).correct is False
+
+
+# ---------------------------------------------------------------- answer statements (fallbacks)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Adding them up gives 172 in all.\nSo, the answer is 172.",
+        "So the answer is $172$.",
+        "the answer is: 172",
+        "THE ANSWER IS 172",
+        "Final answer: 172",
+        "**Final Answer:** 172",
+        "**Answer**: $172$",
+        "answer = 172",
+        "My answer is \\(172\\).",
+        "The final answer is:\n\n$$172$$",
+        "So, the answer is 172. Let me know if you need more detail.",
+        "Final Answer: The final answer is $172$. I hope it is correct.",
+        "Answer: 5\nWait, that was wrong: 172 is right.\nSo the answer is 172.",
+    ],
+)
+def test_fallbacks_read_the_last_answer_statement(text):
+    assert extract_answer(text, fallbacks=True) == "172"
+    assert verify("172", text, fallbacks=True).correct is True
+    off = verify("172", text)
+    assert off.correct is False and off.reason == "no boxed answer"  # fallbacks stay off by default
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "So the answer is 5 or 6.",
+        "The answer is either 5 or 6.",
+        "The answer is maybe 5.",
+        "The answer is probably 5.",
+        "The answer is about 5.",
+        "The answer is not 6, it is 5",
+        "The answer is 5. Or maybe 6.",
+        "Answer: 5 (or 6)",
+        "The answer is 5 if n is odd",
+    ],
+)
+def test_a_hedged_answer_statement_scores_zero(text):
+    verdict = verify("5", text, fallbacks=True)
+    assert verdict.correct is False
+    assert verdict.reason == "hedged answer statement"
+    assert extract_answer(text, fallbacks=True) is None
+
+
+def test_listed_statement_answers_are_alternatives():
+    verdict = verify("5", "The answer is 5, 6", fallbacks=True)
+    assert verdict.correct is False and "alternatives" in verdict.reason
+
+
+def test_a_box_still_wins_over_a_statement():
+    assert verify("4", "The answer is 3.\n\\boxed{4}", fallbacks=True).correct is True
+
+
+def test_without_a_box_or_a_statement_the_reason_names_both():
+    verdict = verify("172", "I think we add them: 172", fallbacks=True)
+    assert verdict.correct is False
+    assert verdict.reason == "no boxed answer and no 'the answer is' statement"
+    assert verify("172", "I think we add them: 172").reason == "no boxed answer"
+
+
+# ---------------------------------------------------------------- require_number
+
+SMUGGLED = [  # (gold, completion): an expression that evaluates to the gold, accepted without the option
+    ("12", "\\boxed{7+5}"),
+    ("12", "\\boxed{7 + 5}"),
+    ("12", "\\boxed{3*4}"),
+    ("12", "\\boxed{3 \\times 4}"),
+    ("12", "\\boxed{2 \\cdot 6}"),
+    ("12", "\\boxed{3×4}"),  # a unicode operator
+    ("12", "\\boxed{24/2}"),
+    ("12", "\\boxed{\\frac{24}{2}}"),
+    ("12", "\\boxed{\\dfrac{24}{2}}"),
+    ("12", "\\boxed{12/1}"),
+    ("12", "\\boxed{2^2*3}"),
+    ("12", "\\boxed{12^1}"),
+    ("12", "\\boxed{\\sqrt{144}}"),
+    ("12", "\\boxed{(7+5)}"),
+    ("12", "\\boxed{\\left(7+5\\right)}"),
+    ("12", "\\boxed{{7}+{5}}"),
+    ("12", "\\boxed{\\displaystyle 7+5}"),
+    ("12", "\\boxed{\\text{7+5}}"),
+    ("12", "\\boxed{10+2=12}"),
+    ("12", "\\boxed{12 = 7+5}"),
+    ("12", "\\boxed{x = 7+5}"),
+    ("12", "\\boxed{--12}"),
+    ("12", "\\boxed{1.2 \\times 10^1}"),
+    ("12", "\\boxed{12!/11!}"),
+    ("12", "\\boxed{12} or \\boxed{7+5}"),  # one box a number, the other stated with it not
+    ("12", "\\boxed{7+5}, \\boxed{12}"),
+    ("3/4", "\\boxed{6/8}"),
+    ("3/4", "\\boxed{\\frac{6}{8}}"),
+    ("-3", "\\boxed{-(3)}"),
+    ("402", "\\boxed{17 * 23 + 11}"),  # the case: "Compute 17 * 23 + 11." copied into the box
+]
+
+
+@pytest.mark.parametrize("gold, completion", SMUGGLED)
+def test_require_number_rejects_an_expression_that_evaluates_to_the_gold(gold, completion):
+    assert verify(gold, completion).correct is True  # the attack works without the option
+    verdict = verify(gold, completion, require_number=True)
+    assert verdict.correct is False
+    assert verdict.reason == "an expression, not a number"
+
+
+def test_require_number_rejects_a_statement_of_an_expression():
+    verdict = verify("12", "So the answer is 7 + 5.", fallbacks=True, require_number=True)
+    assert verdict.correct is False and verdict.reason == "an expression, not a number"
+
+
+def test_require_number_says_not_a_number_for_other_text():
+    verdict = verify("12", "\\boxed{1 2}", require_number=True)
+    assert verdict.correct is False and verdict.reason == "not a number"
+
+
+@pytest.mark.parametrize(
+    "gold, completion",
+    [
+        ("12", "\\boxed{12}"),
+        ("12", "\\boxed{ 12 }"),
+        ("12", "\\boxed{12.0}"),
+        ("12", "\\boxed{+12}"),
+        ("12", "\\boxed{{12}}"),
+        ("12", "\\boxed{\\mathbf{12}}"),
+        ("12", "\\boxed{\\$12}"),
+        ("12", "\\$\\boxed{12}"),
+        ("12", "\\boxed{12\\%}"),
+        ("12", "\\boxed{12 \\text{ apples}}"),
+        ("12", "\\boxed{x = 12}"),
+        ("12", "So, the answer is 12."),
+        ("-3", "\\boxed{-3}"),
+        ("-3", "\\boxed{\u22123}"),  # a unicode minus sign
+        ("3/4", "\\boxed{\\frac{3}{4}}"),
+        ("3/4", "\\boxed{\\dfrac{3}{4}}"),
+        ("3/4", "\\boxed{\\tfrac34}"),
+        ("3/4", "\\boxed{3/4}"),
+        ("3/4", "\\boxed{0.75}"),
+        ("\\frac{3}{4}", "\\boxed{3/4}"),
+        ("-3/4", "\\boxed{-\\frac{3}{4}}"),
+        ("-3/4", "\\boxed{\\frac{-3}{4}}"),
+        ("0.5", "\\boxed{.5}"),
+        ("1000", "\\boxed{1,000}"),
+        ("1000", "\\boxed{1{,}000}"),
+        ("1000", "\\boxed{1\\,000}"),
+        ("32349", "\\boxed{32,\\! 349}"),
+        ("16386.17", "worth \\boxed{\\$16,386.17}"),
+        ("30", "\\boxed{30^\\circ}"),
+        ("2^{10}", "\\boxed{2^{10}}"),  # written as the gold: no policy can know that spelling otherwise
+        ("2^{10}", "\\boxed{1024}"),
+        ("7", "<think>\nt=v\nv=7\n</think>\n\\boxed{7}"),
+    ],
+)
+def test_require_number_accepts_honest_number_forms(gold, completion):
+    verdict = verify(gold, completion, fallbacks=True, require_number=True)
+    assert verdict.correct is True, verdict
+
+
+@pytest.mark.parametrize(
+    "gold, completion",
+    [
+        ("x^2+1", "\\boxed{1 + x^{2}}"),
+        ("\\sqrt{2}", "\\boxed{\\frac{\\sqrt{8}}{2}}"),
+        ("(1,2)", "\\boxed{(1, 2)}"),
+        ("12\\%", "\\boxed{12\\%}"),
+    ],
+)
+def test_require_number_leaves_golds_that_are_not_numbers_alone(gold, completion):
+    assert verify(gold, completion, require_number=True).correct is True
+
+
+def test_require_number_per_completion_and_off_by_default():
+    golds, completions = ["12", "12", "12"], ["\\boxed{7+5}"] * 3
+    verdicts = verify_batch(golds, completions, require_number=[True, False, None])
+    assert [verdict.correct for verdict in verdicts] == [False, True, True]
+    assert verify("12", "\\boxed{7+5}").correct is True  # real sets (MATH, AIME) keep today's verdicts
+    with pytest.raises(ValueError, match="require_number"):
+        verify_batch(golds, completions, require_number=[True])
+
+
+def test_the_reward_follows_each_rows_column_unless_configured():
+    completions = ["\\boxed{7+5}", "\\boxed{7+5}", "\\boxed{12}"]
+    columns = {"answer": ["12", "12", "12"], "require_number": [True, False, True]}
+    assert math_accuracy(completions, **columns) == [0.0, 1.0, 1.0]
+    assert math_accuracy(completions, answer=columns["answer"]) == [1.0, 1.0, 1.0]  # rows without the column
+    strict = get_reward("math_accuracy", require_number=True)
+    assert strict(completions, answer=columns["answer"]) == [0.0, 0.0, 1.0]
+    lenient = get_reward("math_accuracy", require_number=False)
+    assert lenient(completions, **columns) == [1.0, 1.0, 1.0]
+    text_column = {"answer": ["12", "12"], "require_number": ["false", "true"]}  # as a CSV would hold it
+    assert math_accuracy(completions[:2], **text_column) == [1.0, 0.0]

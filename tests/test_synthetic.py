@@ -107,7 +107,7 @@ def test_rows_follow_the_schema_with_unique_stable_ids():
     rows = generate_rows([1, 3], 200, seed=0, system_prompt="Think.", user_template="Q: {problem}")
     assert len({row["id"] for row in rows}) == len(rows)
     for row in rows:
-        assert set(row) >= {"prompt", "answer", "id", "verifier", "solution", "difficulty", "source"}
+        assert set(row) >= {"prompt", "answer", "id", "verifier", "solution", "difficulty", "source", "require_number"}
         assert row["prompt"][0] == {"role": "system", "content": "Think."}
         assert row["prompt"][1]["role"] == "user" and row["prompt"][1]["content"].startswith("Q: ")
         assert row["verifier"] == "math" and isinstance(row["answer"], str)
