@@ -50,7 +50,7 @@ from rewards.math_compare import (
     read_gold,
 )
 from rewards.math_literal import literal_problem
-from rewards.math_statements import HEDGED, NOT_FOUND, last_statement
+from rewards.math_statements import HEDGED, NOT_FOUND, hedges_inside, last_statement
 from rewards.registry import register
 from rewards.text import column, completion_text
 from rewards.verdicts import REQUIRE_NUMBER, choice_of
@@ -142,7 +142,13 @@ def _precheck(gold: Gold, completion: str, fallbacks: bool, require_number: bool
         return Verdict(False, None, reason)
     boxes = answer_boxes(segment)
     if boxes:
-        stated = [tidy(answer.replace("\\$", "")) for answer in final_group(segment, boxes)]
+        raw = final_group(segment, boxes)
+        hedged = next((answer for answer in raw if hedges_inside(answer, gold.text)), None)
+        if hedged is not None and not (
+            gold.single and lists_alternatives(tidy(hedged))
+        ):  # that has its reason  # before tidying, which strips a trailing `\text{ or so}` as if it were a unit
+            return Verdict(False, hedged[:100], "hedged answer")
+        stated = [tidy(answer.replace("\\$", "")) for answer in raw]
         different = distinct(stated)
         if gold.single and len(different) > MAX_STATED:
             return Verdict(False, stated[-1], "two or more distinct boxed answers stated together")
@@ -215,11 +221,14 @@ def verify_batch(
     fallbacks: bool = False,
     pool=None,
     require_number: bool | Sequence[bool | None] | None = False,
+    warn_unscorable: bool = True,
 ) -> list[Verdict]:
     """Verdicts for many completions; the comparisons math-verify must decide run in parallel in the pool.
 
     `require_number`: one choice for the batch, or one per completion (a row's `require_number` column, None
     read as False): where the gold is a number, the answer must be a number literal, not an expression.
+    `warn_unscorable=False`: no warning for a gold that cannot be read, for callers whose "golds" are not a
+    dataset's (maj@k voting compares samples' answers with each other).
     """
     if len(golds) != len(completions):
         raise ValueError(f"{len(golds)} gold answers for {len(completions)} completions")
@@ -268,7 +277,7 @@ def verify_batch(
     for index, (plan, _) in plans.items():
         verdicts[index] = _combine(plan, outcomes[index])
     for index, verdict in enumerate(verdicts):
-        if verdict.correct is None:
+        if verdict.correct is None and warn_unscorable:
             key = f"row {ids[index]}" if ids[index] is not None else f"gold {golds[index]!r}"
             if key not in _WARNED_GOLDS:
                 _WARNED_GOLDS.add(key)

@@ -37,6 +37,20 @@ _TAIL_HEDGE = re.compile(
 _DELIMITERS = re.compile(r"^(?:\s|\*\*|\$|\\[(\[])+|(?:\s|\*\*|\$|\\[)\]]|[.;])+$")
 
 HEDGED = "hedged answer statement"
+
+
+def hedges_inside(answer: str, gold: str) -> bool:
+    """True when a boxed answer hedges in words (`12 \\text{ or so}`, `12 \\text{ maybe}`): the tidy step strips
+    trailing text as if it were a unit, so without this check the hedge vanished and the number was credited.
+    A word that the gold itself has is not a hedge. `\\approx` is not one either: a rounded answer is written
+    `\\approx 8.24` where the problem asks for the nearest hundredth (MATH's own solutions do)."""
+
+    def marks(text: str) -> set[str]:
+        return {match.group(0).lower() for match in _HEDGE.finditer(text)}
+
+    return bool(marks(answer) - marks(gold))
+
+
 NOT_FOUND = "no boxed answer and no 'the answer is' statement"
 
 

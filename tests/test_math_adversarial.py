@@ -111,3 +111,35 @@ def test_require_number_on_the_whole_corpus_only_ever_rejects():
         assert after in (before, 0.0), row["name"]
         if row["expect"] == 0:
             assert after == 0.0, row["name"]
+
+
+# A hedge written inside the box: the tidy step strips trailing text as if it were a unit, so `\boxed{12 \text{ or
+# so}}` used to be read as 12 and credited. Hedged answers score 0 (a policy would learn to hedge every answer).
+@pytest.mark.parametrize(
+    "completion",
+    [
+        r"\boxed{12 \text{ or so}}",
+        r"\boxed{12 \text{ maybe}}",
+        r"\boxed{12\text{ (not sure)}}",
+        r"\boxed{\text{about }12}",
+        r"\boxed{12 \text{ if } n > 0}",
+        r"\boxed{12 \text{ probably}}",
+    ],
+)
+def test_a_hedge_inside_the_box_scores_zero(completion):
+    verdict = verify("12", completion)
+    assert verdict.correct is False and verdict.reason == "hedged answer", verdict
+
+
+@pytest.mark.parametrize(
+    ("gold", "completion"),
+    [
+        ("12", r"\boxed{12 \text{ apples}}"),
+        ("12", r"\boxed{12 \text{ cm}}"),
+        ("8.24", r"\boxed{\approx 8.24 \text{ mph}}"),  # a rounded answer, as MATH's own solutions write it
+        (r"\text{not possible}", r"\boxed{\text{not possible}}"),  # the gold's own words are no hedge
+        (r"\text{odd}", r"\boxed{\text{odd}}"),
+    ],
+)
+def test_words_that_do_not_hedge_are_still_credited(gold, completion):
+    assert verify(gold, completion).correct is True
