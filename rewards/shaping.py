@@ -20,7 +20,7 @@ import re
 import unicodedata
 from collections import defaultdict
 
-from rewards.math import THINK_CLOSE, THINK_OPEN, verify_batch
+from rewards.math import THINK_CLOSE, THINK_OPEN, row_require_number, verify_batch
 from rewards.registry import register
 from rewards.text import column, completion_text
 
@@ -50,7 +50,8 @@ def correctness(completions, kwargs: dict, reward: str) -> list[bool | None]:
         _warn_once(reward + ":answer", f"{reward}: rows have no 'answer' column; correctness unknown")
         return [None] * len(completions)
     texts = [completion_text(completion) for completion in completions]
-    return [verdict.correct for verdict in verify_batch(list(answers), texts, column(kwargs, "id", len(texts)))]
+    ids, literal = column(kwargs, "id", len(texts)), row_require_number(kwargs, len(texts))
+    return [verdict.correct for verdict in verify_batch(list(answers), texts, ids, require_number=literal)]
 
 
 # ---------------------------------------------------------------- DAPO overlong

@@ -111,3 +111,16 @@ def test_a_dataset_keeps_the_column_for_trl():
     """GRPO's rows are a `datasets.Dataset`; the column must survive it to reach the reward's keyword arguments."""
     rows = Dataset.from_list(generate_named("arithmetic:1", 3))
     assert rows.features[REQUIRE_NUMBER].dtype == "bool"
+
+
+def test_shaping_rewards_built_on_correctness_follow_the_row_s_require_number():
+    """cosine (and kimi_length) ask the verifier whether a completion is correct: on an arithmetic row the copied
+    expression is wrong for them too, as for math_accuracy."""
+    from rewards.registry import get_reward
+
+    cosine = get_reward("cosine", max_len=100)
+    completions = [r"\boxed{7+5}", r"\boxed{12}"]
+    scores = cosine(completions, answer=["12", "12"], require_number=[True, True], completion_ids=[[1] * 5] * 2)
+    assert scores[0] < 0 < scores[1]  # the expression scores as a wrong answer, the number as a right one
+    free = cosine(completions, answer=["12", "12"], completion_ids=[[1] * 5] * 2)
+    assert free[0] == free[1] > 0  # without the column, both are correct (the old behaviour everywhere)

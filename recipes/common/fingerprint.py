@@ -19,7 +19,7 @@ from pathlib import Path
 # Data options of DataArguments that change which rows are read and how their prompts are written.
 DATA_FIELDS = (
     "dataset_name", "dataset_config", "dataset_split", "dataset_num_rows", "dataset_seed", "question_field",
-    "answer_field", "system_prompt", "user_template", "field_map", "verifier", "on_error",
+    "answer_field", "system_prompt", "user_template", "field_map", "verifier", "require_number", "on_error",
 )  # fmt: skip
 # TraceArguments that change which completions are sampled and kept (not the held-out evaluation's).
 SAMPLING_FIELDS = (
