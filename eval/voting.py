@@ -9,40 +9,14 @@ Voting over raw strings splits `\\frac12` and `0.5` into two camps (lighteval do
 
 The merge asks the verifier with one sample's answer in the gold's place; an answer that does not parse as a
 whole is then "a gold that cannot be parsed", which the verifier warns about. No gold is involved here, so
-those warnings are kept out of the log (`_quiet_gold_warnings`): the two answers just stay apart.
+voting asks it not to (`warn_unscorable=False`): the two answers just stay apart.
 """
 
 from __future__ import annotations
 
-import logging
-from contextlib import contextmanager
 from fractions import Fraction
 
 from rewards.math import answer_key, verify_batch
-
-
-class _DropWarningsAbout(logging.Filter):
-    """Drops the verifier's warnings whose arguments name one of `answers` (the answers standing in for golds)."""
-
-    def __init__(self, answers: list[str]) -> None:
-        super().__init__()
-        self.answers = set(answers)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        arguments = record.args if isinstance(record.args, tuple) else ()
-        return not (record.levelno >= logging.WARNING and any(value in self.answers for value in arguments))
-
-
-@contextmanager
-def _quiet_gold_warnings(answers: list[str]):
-    """While voting compares samples' answers, the verifier's "gold" warnings about them are not logged."""
-    verifier_logger = logging.getLogger(verify_batch.__module__)
-    quiet = _DropWarningsAbout(answers)
-    verifier_logger.addFilter(quiet)
-    try:
-        yield
-    finally:
-        verifier_logger.removeFilter(quiet)
 
 
 def answer_classes(samples: list[dict], timeout_s: float = 2.0) -> tuple[list[int | None], int | None]:
@@ -78,8 +52,7 @@ def answer_classes(samples: list[dict], timeout_s: float = 2.0) -> tuple[list[in
     if pairs:
         golds = [representatives[i] for i, _ in pairs]
         completions = [f"\\boxed{{{representatives[j]}}}" for _, j in pairs]
-        with _quiet_gold_warnings(golds):
-            verdicts = verify_batch(golds, completions, timeout_s=timeout_s)
+        verdicts = verify_batch(golds, completions, timeout_s=timeout_s, warn_unscorable=False)
         for (i, j), verdict in zip(pairs, verdicts, strict=True):
             if verdict.correct:
                 parent[find(j)] = find(i)
