@@ -8,7 +8,7 @@
 The three algorithms are three YAML files for this one script: they differ in GRPOConfig's `loss_type`,
 `scale_rewards`, `beta` and `epsilon_high`, and in our `dynamic_sampling`. Top to bottom: parse the
 config (this recipe's own options: recipes.common.arguments.GRPOScriptArguments), build the trainer
-(recipes.common.grpo_setup: the model, running the demo's cold start first if its model is missing, the
+(recipes.common.grpo_setup: the model, the demo's shipped cold start copied into place if it is missing, the
 rows, the rewards from the registry, the collapse monitor), train (recipes.common.grpo_trainer adds
 dynamic sampling and the curriculum to TRL's trainer), save the model, the tokenizer and a run card.
 """

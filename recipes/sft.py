@@ -67,11 +67,6 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
     )
 
 
-def run_default_cold_start(output_dir: str | Path) -> Path:
-    """The demo's later stages start from the cold-start model: build it with this recipe's default if missing."""
-    return main(*make_parser().parse_args(["--output_dir", str(output_dir)]))
-
-
 def make_parser() -> RecipeParser:
     """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, SFTConfig

@@ -195,12 +195,10 @@ def test_eval_reads_an_unboxed_answer_only_when_asked():
 
 
 @pytest.mark.parametrize("missing", ["artifacts/demo/sftt", "Qwen/Qwen2.5-0.5B-Instruct"])
-def test_the_cold_start_is_built_only_at_the_demo_s_own_path(missing, tmp_path, monkeypatch):
-    built = []
+def test_the_cold_start_is_made_only_at_the_demo_s_own_path(missing, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("recipes.sft.run_default_cold_start", lambda path: built.append(path) or path)
     with pytest.raises(ModelNotFoundError):
         resolve_model_path(missing, if_missing="cold_start")
-    assert built == [] and not (tmp_path / missing).exists()
-    resolve_model_path("artifacts/demo/sft", if_missing="cold_start")
-    assert [str(path) for path in built] == ["artifacts/demo/sft"]
+    assert not (tmp_path / missing).exists()
+    assert resolve_model_path("artifacts/demo/sft", if_missing="cold_start") == "artifacts/demo/sft"
+    assert (tmp_path / "artifacts/demo/sft/model.safetensors").is_file()
