@@ -1,14 +1,19 @@
 """What the command lines of eval, data_filters and scripts share with the recipes' parser.
 
 The recipes parse with TRL's parser, which takes `--top_p` and `--top-p` alike; these argparse command
-lines took only the dashed spelling. `FlagParser` takes both, so one habit works everywhere, and
-`check_model` says in one line why a model cannot be loaded (instead of transformers' long text).
+lines took only the dashed spelling. `FlagParser` takes both, so one habit works everywhere; like the
+recipes, it says a mistake in one line (`error: ...`, exit code 2) with the nearest option for a misspelled
+flag, instead of the whole usage block, and takes no abbreviations (`--temp` is not `--temperature`: a prefix
+silently taken is a typo nobody sees). `check_model` says in one line why a model cannot be loaded (instead
+of transformers' long text).
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import sys
 from pathlib import Path
 
 
@@ -16,12 +21,54 @@ class UserInputError(ValueError):
     """A flag, path or file given by the user is wrong; the message says which and how to fix it."""
 
 
+def nearest_option(flag: str, known) -> str | None:
+    """The known option a misspelled `flag` most likely meant: the closest spelling, else the one option it
+    abbreviates (abbreviations are not taken, but they deserve the full name). Dashes and underscores count
+    alike; the answer is spelled as `known` spells it."""
+    by_key = {option.replace("_", "-"): option for option in known}
+    key = flag.replace("_", "-")
+    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.75)
+    if not close:
+        close = [option for option in by_key if option.startswith(key)]
+    return by_key[close[0]] if len(close) == 1 else None
+
+
 class FlagParser(argparse.ArgumentParser):
-    """An ArgumentParser that accepts `--max_new_tokens` for `--max-new-tokens` (and `--a_b=1`)."""
+    """An ArgumentParser that accepts `--max_new_tokens` for `--max-new-tokens` (and `--a_b=1`), takes no
+    abbreviations, and reports a mistake in one line with exit code 2."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        """One line on stderr (`error: ...`), exit code 2: the usage block hid the message under 30 lines."""
+        sys.stderr.write(f"error: {message} (see --help)\n")
+        raise SystemExit(2)
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.error(self.unknown_message(extras))
+        return namespace
+
+    def unknown_message(self, extras: list[str]) -> str:
+        """'unrecognized arguments: --temprature 0.5; did you mean --temperature?' (in the user's spelling)."""
+        known = sorted({option for action in self._actions for option in action.option_strings})
+        pairs = []
+        for flag in (token.partition("=")[0] for token in extras if token.startswith("--")):
+            match = nearest_option(flag, known)
+            if match:
+                underscored = "_" in flag and "-" not in flag[2:]
+                pairs.append((flag, "--" + match[2:].replace("-", "_") if underscored else match))
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        if len(pairs) == 1 and len(extras) <= 2:
+            return f"{message}; did you mean {pairs[0][1]}?"
+        if pairs:
+            return f"{message}; did you mean " + ", ".join(f"{match} for {flag}" for flag, match in pairs) + "?"
+        return message
 
     def parse_known_args(self, args=None, namespace=None):
-        import sys
-
         args = list(sys.argv[1:] if args is None else args)
         known = {option for action in self._actions for option in action.option_strings}
         rewritten = []

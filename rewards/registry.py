@@ -11,13 +11,19 @@ parameters and returns such a function, so a recipe's YAML can say
       - {name: overlong, weight: 1.0, max_len: 4096, buffer: 1024}
 
 and `build_rewards` returns the functions and weights for TRL's GRPOTrainer. An unknown name or
-parameter is an error that lists what exists.
+parameter is an error that lists what exists and suggests the nearest spelling; `check_reward_specs`
+runs the same checks (and the parameters' types) as the config is parsed, so that a mistake in the list is
+one line naming the entry before any model loads.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
+import re
+import types
+import typing
 from collections.abc import Callable
 
 RewardFn = Callable[..., list]
@@ -40,8 +46,18 @@ def accuracy_reward_names(specs: list) -> list[str]:
     return [name for name in names if name in ACCURACY_REWARDS]
 
 
-class UnknownRewardError(ValueError):
+class RewardConfigError(ValueError):
+    """An entry of a rewards list that cannot be built; the message names the entry and the fix."""
+
+
+class UnknownRewardError(RewardConfigError):
     """A reward name or parameter that the registry does not know."""
+
+
+def _did_you_mean(word: str, options) -> str:
+    """'; did you mean 'x'? ' for the nearest of `options` (a typo's likeliest fix), else '; '."""
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}? " if close else "; "
 
 
 def register(name: str):
@@ -83,7 +99,9 @@ def reward_parameters(name: str) -> dict[str, object]:
 def _lookup(name: str):
     _load_builtins()
     if name not in _FACTORIES:
-        raise UnknownRewardError(f"unknown reward {name!r}; available: {', '.join(sorted(_FACTORIES))}")
+        raise UnknownRewardError(
+            f"unknown reward {name!r}{_did_you_mean(str(name), _FACTORIES)}available: {', '.join(sorted(_FACTORIES))}"
+        )
     return _FACTORIES[name]
 
 
@@ -94,23 +112,110 @@ def get_reward(name: str, **params) -> RewardFn:
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         listing = ", ".join(f"{key}={value!r}" for key, value in reward_parameters(name).items()) or "none"
-        raise UnknownRewardError(f"reward {name!r} has no parameter(s) {unknown}; its parameters: {listing}")
-    function = factory(**params)
+        hint = _did_you_mean(str(unknown[0]), accepted) if len(unknown) == 1 else "; "
+        names = repr(unknown[0]) if len(unknown) == 1 else str(unknown)
+        raise UnknownRewardError(f"reward {name!r} has no parameter {names}{hint}its parameters: {listing}")
+    function = factory(**_checked_types(factory, params))
     function.__name__ = name  # TRL logs each reward under its function's name
     return function
 
 
-def build_rewards(specs: list[dict]) -> tuple[list[RewardFn], list[float]]:
-    """Reward functions and weights from a YAML list of `{name, weight, **params}` entries."""
-    functions, weights = [], []
-    for index, spec in enumerate(specs):
-        if isinstance(spec, str):
-            spec = {"name": spec}
-        if not isinstance(spec, dict) or "name" not in spec:
-            raise UnknownRewardError(f"rewards[{index}] = {spec!r}: expected a mapping with a 'name' key")
-        params = dict(spec)
-        name = params.pop("name")
-        weight = float(params.pop("weight", 1.0))
-        functions.append(get_reward(name, **params))
-        weights.append(weight)
-    return functions, weights
+def _accepts(hint, value) -> bool:
+    """Whether `value` (as YAML gives it) fits the annotation `hint`; types this cannot judge pass."""
+    if hint is typing.Any:
+        return True
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_accepts(arg, value) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    return True
+
+
+_KINDS = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+
+
+def _checked_types(factory, params: dict) -> dict:
+    """`params`, a whole float (10000.0, what '1e4' reads as) made an int where an int is wanted; a parameter
+    of the wrong type fails here with its name, not as a TypeError deep inside a reward call."""
+    try:
+        hints = typing.get_type_hints(factory)
+    except Exception:  # an annotation this Python cannot evaluate: nothing to check against
+        return params
+    checked = {}
+    for key, value in params.items():
+        hint = hints.get(key)
+        wants = typing.get_args(hint) or (hint,)
+        if isinstance(value, float) and value.is_integer() and int in wants and float not in wants:
+            value = int(value)
+        if hint is not None and not _accepts(hint, value):
+            kinds = [_KINDS[arg] for arg in wants if arg in _KINDS]
+            wanted = " or ".join(kinds) + (" (or null)" if type(None) in wants else "")
+            raise RewardConfigError(f"{key} {value!r} is not {wanted or hint}")
+        checked[key] = value
+    return checked
+
+
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _yaml_number(value):
+    """'1e-3' as the number: a YAML file read as YAML 1.1 (PyYAML) leaves exponents without a dot as strings."""
+    return float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value
+
+
+def _weight(value) -> float:
+    """A weight as YAML gives it: a number, or a string YAML 1.1 did not read as one ('1e-3')."""
+    if isinstance(value, bool):
+        raise RewardConfigError(f"weight {value!r} is not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise RewardConfigError(f"weight {value!r} is not a number") from None
+
+
+def _build_one(index: int, spec, field: str) -> tuple[RewardFn, float]:
+    """One entry of a rewards list; any mistake in it is raised naming `field[index]` and the reward."""
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    if not isinstance(spec, dict) or "name" not in spec:
+        raise UnknownRewardError(
+            f"{field}[{index}] = {spec!r}: expected a mapping with a 'name' key, e.g. {{name: math_accuracy, weight: 1.0}}"
+        )
+    params = {key: _yaml_number(value) for key, value in spec.items()}
+    name = params.pop("name")
+    if not isinstance(name, str):
+        raise UnknownRewardError(f"{field}[{index}]: name {name!r} is not a string; available: {available_rewards()}")
+    where = f"{field}[{index}]" if name not in available_rewards() else f"{field}[{index}] ({name})"
+    try:
+        weight = _weight(params.pop("weight", 1.0))
+        return get_reward(name, **params), weight
+    except UnknownRewardError as error:
+        raise type(error)(f"{where}: {error}") from None
+    except (ValueError, TypeError) as error:  # RewardConfigError, and a factory's own check of its values
+        raise RewardConfigError(f"{where}: {error}") from None
+
+
+def build_rewards(specs: list[dict], field: str = "rewards") -> tuple[list[RewardFn], list[float]]:
+    """Reward functions and weights from a YAML list of `{name, weight, **params}` entries.
+
+    A mistake is a RewardConfigError naming the entry (`rewards[1] (overlong): ...`); `field` is the option
+    the list came from.
+    """
+    if not isinstance(specs, list | tuple):
+        raise RewardConfigError(f"{field} must be a list of {{name, weight, ...}} mappings, got {specs!r}")
+    built = [_build_one(index, spec, field) for index, spec in enumerate(specs)]
+    return [function for function, _ in built], [weight for _, weight in built]
+
+
+def check_reward_specs(specs: list, field: str = "rewards") -> None:
+    """Build every entry once and drop it, so that a wrong name, parameter, type or value in the config ends
+    the run before anything loads (building a reward only configures it: nothing is loaded or started)."""
+    build_rewards(specs, field)

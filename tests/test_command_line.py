@@ -31,10 +31,10 @@ def parse_grpo(*argv: str):
 def test_nested_options_are_set_from_the_command_line():
     script, _, _ = parse_grpo(
         "--sampler", "pass_rate_weighted", "--curriculum", "{floor: 0.2, estimator: mean}",
-        "--rewards", '[{"name": "math_accuracy", "weight": 0.5}, {"name": "format", "weight": 0.1}]',
+        "--rewards", '[{"name": "math_accuracy", "weight": 0.5}, {"name": "think_format", "weight": 0.1}]',
     )  # fmt: skip
     assert script.curriculum == {"floor": 0.2, "estimator": "mean"}
-    assert script.rewards == [{"name": "math_accuracy", "weight": 0.5}, {"name": "format", "weight": 0.1}]
+    assert script.rewards == [{"name": "math_accuracy", "weight": 0.5}, {"name": "think_format", "weight": 0.1}]
     script, _, _ = parse_grpo("--curriculum={floor: 0.3}")
     assert script.curriculum == {"floor": 0.3}
 

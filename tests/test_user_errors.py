@@ -1,19 +1,23 @@
 """A new user's mistakes end in one line that names the option, file or row and the fix, with exit code 2,
 before anything expensive loads (issue 16, finding 4): misspelled TRL values, negative numbers, an
 output_dir that is a file, a missing checkpoint, empty and broken data files, a dataset without the SFT
-target column, and eval given a model it cannot load."""
+target column, and eval given a model it cannot load. Issue 28 (items 6, 8, 9, 12): reward mistakes, misspelled
+flags and YAML keys, a run too short to leave its warm-up, and --help announcing a run."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 
 import pytest
+import yaml
 
 from eval import evaluate
 from recipes import distill, grpo, sft
 from recipes.common import config, distill_stages, traces
+from recipes.common.config import CONFIG_DIR
 from tests.conftest import REPO
 
 
@@ -124,3 +128,119 @@ def test_distillation_checks_its_on_policy_options_before_the_offline_stage(
     ]  # fmt: skip
     line = cli_error(capsys, monkeypatch, distill, argv, main=distill.main)
     assert "on_policy: unknown option(s) ['lmbda']" in line
+
+
+# ---------------------------------------------------------------- issue 28: rewards, typos, warm-up, --help
+
+
+@pytest.mark.parametrize(
+    ("rewards", "expected"),
+    [
+        (
+            "[{name: math_acc}]",
+            "rewards[0]: unknown reward 'math_acc'; did you mean 'math_accuracy'? available: ",
+        ),
+        (
+            "[{name: math_accuracy}, {name: overlong, weight: heavy}]",
+            "rewards[1] (overlong): weight 'heavy' is not a number",
+        ),
+        (
+            "[{name: math_accuracy}, {name: overlong, max_lenn: 3}]",
+            "rewards[1] (overlong): reward 'overlong' has no parameter 'max_lenn'; did you mean 'max_len'?",
+        ),
+        ("[{name: overlong, max_len: many}]", "rewards[0] (overlong): max_len 'many' is not a whole number"),
+        ("[{name: overlong, max_len: 10, buffer: 20}]", "rewards[0] (overlong): overlong needs 0 < buffer <= max_len"),
+    ],
+)
+def test_reward_mistakes_name_the_entry_in_one_line(rewards, expected, capsys, monkeypatch, tmp_path):
+    line = cli_error(capsys, monkeypatch, grpo, ["--output_dir", str(tmp_path / "out"), "--rewards", rewards])
+    assert expected in line, line
+
+
+def test_reward_mistakes_in_a_yaml_file_are_one_line_too(capsys, monkeypatch, tmp_path):
+    config = (REPO / "recipes/configs/demo/dapo.yaml").read_text()
+    config += "\nrewards:\n  - {name: math_accuracy, weight: 1.0}\n  - {name: overlong, weight: heavy}\n"
+    path = tmp_path / "dapo.yaml"
+    path.write_text(config)
+    line = cli_error(capsys, monkeypatch, grpo, ["--config", str(path), "--output_dir", str(tmp_path / "out")])
+    assert "rewards[1] (overlong): weight 'heavy' is not a number" in line
+
+
+def test_a_reward_error_raised_while_the_recipe_runs_is_one_line(capsys, monkeypatch, tmp_path):
+    from rewards import build_rewards
+
+    def main(script_args, training_args, model_args):
+        build_rewards([{"name": "no_such_reward"}])
+
+    line = cli_error(capsys, monkeypatch, grpo, ["--output_dir", str(tmp_path / "out")], main=main)
+    assert "unknown reward 'no_such_reward'" in line
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--learnig_rate", "1e-4"], "--learnig_rate 1e-4; did you mean --learning_rate?"),
+        (["--max_step", "2"], "--max_step 2; did you mean --max_steps?"),  # not taken for --max_steps
+    ],
+)
+def test_misspelled_flags_get_the_nearest_option_and_no_prefix_match(argv, expected, capsys, monkeypatch, tmp_path):
+    line = cli_error(capsys, monkeypatch, sft, ["--output_dir", str(tmp_path / "out"), *argv])
+    assert expected in line, line
+
+
+def test_misspelled_yaml_keys_get_the_nearest_option(capsys, monkeypatch, tmp_path):
+    path = tmp_path / "sft.yaml"
+    path.write_text((REPO / "recipes/configs/demo/sft.yaml").read_text() + "\nlearnig_rate: 1.0e-4\n")
+    line = cli_error(capsys, monkeypatch, sft, ["--config", str(path), "--output_dir", str(tmp_path / "out")])
+    assert "unknown option(s) learnig_rate; did you mean learning_rate?" in line, line
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--temprature", "0.5"], "--temprature 0.5; did you mean --temperature?"),
+        (["--temp", "0.5"], "--temp 0.5; did you mean --temperature?"),  # no abbreviations
+        (["--max_new_tokns", "5"], "did you mean --max_new_tokens?"),  # answered in the spelling typed
+    ],
+)
+def test_eval_flag_mistakes_are_one_line_with_the_nearest_option(argv, expected, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main(["--model", "m", "--dataset", "d", "--output-dir", str(tmp_path), *argv])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and expected in err[0], err
+
+
+@pytest.mark.parametrize(
+    ("config", "max_steps", "expected"),
+    [
+        ("smollm2-135m/sft.yaml", "3", ["warmup_steps 5 >= max_steps 3", "peaks at 0.0002", "learning_rate 0.0005"]),
+        ("smollm2-135m/dapo_lora.yaml", "2", ["warmup_steps 2 >= max_steps 2", "--warmup_steps 0"]),
+        ("smollm2-135m/dapo_lora.yaml", "3", ["warm-up takes 2 of the run's 3 steps"]),
+    ],
+)
+def test_a_run_too_short_to_leave_warm_up_is_warned_of(config, max_steps, expected, caplog):
+    recipe = sft if config.endswith("sft.yaml") else grpo
+    argv = ["--config", f"recipes/configs/{config}", "--max_steps", max_steps]
+    with caplog.at_level(logging.WARNING, logger="recipes.common.checks"):
+        _, training, _ = recipe.make_parser().parse_args(argv)
+    warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
+    assert any(all(part in warning for part in expected) for warning in warnings), warnings
+    assert training.warmup_steps == float(yaml.safe_load((CONFIG_DIR / config).read_text())["warmup_steps"])
+
+
+def test_the_configured_runs_leave_warm_up_without_a_warning(caplog):
+    with caplog.at_level(logging.WARNING, logger="recipes.common.checks"):
+        sft.make_parser().parse_args(["--config", "recipes/configs/smollm2-135m/sft.yaml"])
+        grpo.make_parser().parse_args(["--config", "recipes/configs/smollm2-135m/dapo_lora.yaml"])
+        grpo.make_parser().parse_args(["--max_steps", "2", "--lr_scheduler_type", "constant"])  # no warm-up at all
+    assert not [record for record in caplog.records if "warm" in record.getMessage()]
+
+
+def test_help_does_not_announce_a_run(capsys, caplog, monkeypatch):
+    monkeypatch.setattr(config, "setup_logging", lambda: None)
+    with caplog.at_level(logging.INFO), pytest.raises(SystemExit) as exit_info:
+        grpo.cli(["--help"])
+    assert exit_info.value.code == 0
+    assert "--learning_rate" in capsys.readouterr().out
+    assert not [record for record in caplog.records if "embedded default" in record.getMessage()]

@@ -140,8 +140,9 @@ class GRPOScriptArguments(DataArguments):
 
         if self.dynamic_sampling_mode not in MODES:
             raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {self.dynamic_sampling_mode!r}")
-        if not isinstance(self.rewards, list) or not all(isinstance(r, dict) and "name" in r for r in self.rewards):
-            raise ValueError(f"rewards must be a list of {{name, weight, ...}} mappings, got {self.rewards!r}")
+        from rewards.registry import check_reward_specs
+
+        check_reward_specs(self.rewards, "rewards")  # name, parameters, types, weight: one line naming the entry
         if not isinstance(self.curriculum, dict):
             raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
         if isinstance(self.variance_rewards, str):
@@ -151,7 +152,8 @@ class GRPOScriptArguments(DataArguments):
                 f"variance_rewards {self.variance_rewards}: `{VARIANCE_FROM_SUM}` (the weighted sum of all rewards) "
                 "stands alone; give either it or reward names"
             )
-        unknown = sorted(set(self.variance_rewards or ()) - {r["name"] for r in self.rewards} - {VARIANCE_FROM_SUM})
+        names = {r if isinstance(r, str) else r["name"] for r in self.rewards}
+        unknown = sorted(set(self.variance_rewards or ()) - names - {VARIANCE_FROM_SUM})
         if unknown:
             raise ValueError(
                 f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 from pathlib import Path
 
@@ -78,9 +79,57 @@ def _is_set(value) -> bool:
     return value is not None and not (isinstance(value, str) and value == "")
 
 
+SCHEDULERS_WITHOUT_WARMUP = ("constant", "reduce_lr_on_plateau")  # transformers ignores warmup_steps for these
+
+
+def warmup_steps_of(config) -> int:
+    """The warm-up steps a config's scheduler will take, as transformers counts them: warmup_steps below 1 is a
+    ratio of max_steps (transformers 5), and an older transformers' warmup_ratio counts when warmup_steps is 0."""
+    warmup = getattr(config, "warmup_steps", 0) or 0
+    if not warmup:
+        warmup = getattr(config, "warmup_ratio", 0) or 0  # transformers 4
+        return math.ceil(config.max_steps * warmup) if warmup else 0
+    return int(warmup) if warmup >= 1 else math.ceil(config.max_steps * warmup)
+
+
+def warmup_warning(config) -> str | None:
+    """A warning when the linear warm-up takes more than half of a run of `max_steps` steps, else None.
+
+    Why: a short run (`--max_steps 3` on a config made for 60) stays in warm-up throughout and trains at a
+    fraction of the configured learning rate, which nothing else shows. The warm-up is left as configured:
+    `--max_steps` may be a smoke test of the real run, whose schedule it should keep.
+    """
+    max_steps, learning_rate = getattr(config, "max_steps", None), getattr(config, "learning_rate", None)
+    if not isinstance(max_steps, int) or max_steps <= 0 or not isinstance(learning_rate, int | float):
+        return None
+    scheduler = getattr(config, "lr_scheduler_type", None)
+    if str(getattr(scheduler, "value", scheduler)) in SCHEDULERS_WITHOUT_WARMUP:
+        return None
+    warmup = warmup_steps_of(config)
+    if 2 * warmup <= max_steps:
+        return None
+    suggested = f"--warmup_steps {max_steps // 10} (or 0)" if max_steps >= 10 else "--warmup_steps 0"
+    shorter = f"pass {suggested} to train at the configured rate"
+    if warmup >= max_steps:  # the rate at optimizer step k is learning_rate * k / warmup
+        peak = learning_rate * (max_steps - 1) / warmup
+        return (
+            f"the run never leaves warm-up: warmup_steps {warmup} >= max_steps {max_steps}, so the learning rate "
+            f"climbs from 0 and peaks at {peak:.3g} of the configured learning_rate {learning_rate:.3g}; {shorter}"
+        )
+    return (
+        f"warm-up takes {warmup} of the run's {max_steps} steps (warmup_steps {warmup}, max_steps {max_steps}): "
+        f"the learning rate reaches the configured {learning_rate:.3g} only at step {warmup + 1}; "
+        f"if that is not intended, {shorter}"
+    )
+
+
 def validate_config(*configs) -> None:
-    """Check every dataclass of a parsed recipe config: choices (TRL's included), signs, paths."""
+    """Check every dataclass of a parsed recipe config: choices (TRL's included), signs, paths; warn of a
+    run too short to leave its warm-up."""
     for config in configs:
+        warning = warmup_warning(config)
+        if warning:
+            logger.warning(warning)
         for item in dataclasses.fields(config):
             value = getattr(config, item.name, None)
             choices = item.metadata.get("choices") or CHOICES.get(item.name)

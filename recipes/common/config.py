@@ -6,7 +6,9 @@ Every recipe parses `TrlParser((OurScriptArguments, TrlTrainerConfig, ModelConfi
 on the synthetic task), so `python recipes/sft.py` works on a fresh clone with no Hub access; nested
 options (`--rewards`, `--curriculum`, `--on_policy`) are YAML on the command line, merged into the
 YAML's mapping; and the launch and the whole config are checked (recipes.common.checks) before anything
-loads, a mistake being one line and exit code 2 (`run_recipe_cli`).
+loads, a mistake being one line and exit code 2 (`run_recipe_cli`): a misspelled flag or YAML key is
+named with the nearest option (no prefix matching: `--max_step` is not taken for `--max_steps`), and Ctrl-C
+ends in one line that says where the last checkpoint is and how to resume (recipes.common.resuming).
 """
 
 from __future__ import annotations
@@ -153,14 +155,47 @@ def _join_negative_numbers(argv: list[str]) -> list[str]:
 
 
 def _one_line_parser(dataclass_types: tuple):
-    """TrlParser whose usage errors are one ConfigError line instead of 200 lines of usage."""
+    """TrlParser whose usage errors are one ConfigError line instead of 200 lines of usage.
+
+    No abbreviations: argparse would take `--max_step 2` for `--max_steps` silently, and a prefix that is
+    right today becomes ambiguous when TRL adds a field.
+    """
     from trl import TrlParser
 
     class Parser(TrlParser):
         def error(self, message: str):
             raise ConfigError(f"{message} (see --help)")
 
-    return Parser(dataclass_types)
+    return Parser(dataclass_types, allow_abbrev=False)
+
+
+def _option_names(parser) -> list[str]:
+    """The parser's long options with underscores (TRL's spelling), for suggestions."""
+    names = {option for action in parser._actions for option in action.option_strings if option.startswith("--")}
+    return sorted(name for name in names if "-" not in name[2:] or name.replace("-", "_") not in names)
+
+
+def _did_you_mean(unknown: list[str], known: list[str]) -> str:
+    """'; did you mean --x?' for the nearest known option of each misspelled one; 'check the spelling' if none."""
+    pairs = [(word, match[0]) for word in unknown if (match := _closest(word, known))]
+    if not pairs:
+        return "; check the spelling"
+    if len(unknown) == 1:
+        return f"; did you mean {pairs[0][1]}?"
+    return "; did you mean " + ", ".join(f"{match} for {word}" for word, match in pairs) + "?"
+
+
+def _unknown_flags_message(remaining: list[str], known: list[str]) -> str:
+    flags = [token.partition("=")[0] for token in remaining if token.startswith("-")]
+    return f"unknown option(s) on the command line: {' '.join(remaining)}{_did_you_mean(flags, known)} (see --help)"
+
+
+def _closest(word: str, known: list[str]) -> list[str]:
+    """The known option nearest to a misspelled one (`--learnig_rate` -> `--learning_rate`), if any is near."""
+    from eval.cli import nearest_option
+
+    match = nearest_option(word, known)
+    return [match] if match else []
 
 
 def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: list[str] | None = None) -> tuple:
@@ -179,7 +214,8 @@ def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: 
     if "--config" not in argv:
         default = Path(default_config)
         config_path = default if default.is_absolute() else CONFIG_DIR / default
-        logger.info("no --config given: running the embedded default %s", config_path)
+        if not {"-h", "--help"} & set(argv):  # help shows the defaults; it runs nothing
+            logger.info("no --config given: running the embedded default %s", config_path)
     else:
         index = argv.index("--config")
         if index + 1 >= len(argv):
@@ -205,13 +241,13 @@ def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: 
         config[name] = merge_mappings(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
     parser = _one_line_parser(dataclass_types)
     unknown = parser.set_defaults_with_config(**config)[::2]
+    known = _option_names(parser)
     if unknown:
-        raise ConfigError(f"{config_path}: unknown option(s) {', '.join(u[2:] for u in unknown)}; check the spelling")
+        hint = _did_you_mean(unknown, known).replace("--", "")  # YAML keys are written without dashes
+        raise ConfigError(f"{config_path}: unknown option(s) {', '.join(u[2:] for u in unknown)}{hint}")
     *parsed, remaining = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     if remaining:
-        raise ConfigError(
-            f"unknown option(s) on the command line: {' '.join(remaining)}; check the spelling (see --help)"
-        )
+        raise ConfigError(_unknown_flags_message(remaining, known))
     validate_config(*parsed)
     return tuple(parsed)
 
@@ -223,11 +259,13 @@ def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
     value, and the recipe's own `user_errors`. Anything else is a bug and keeps its traceback.
     """
     from recipes.common.model import ModelNotFoundError
+    from rewards.registry import RewardConfigError
     from tasks.schema import DatasetNotFoundError, SchemaError
 
+    known = (ModelNotFoundError, DatasetNotFoundError, SchemaError, ConfigError, RewardConfigError, *user_errors)
     try:
         return main(*parsed_args)
-    except (ModelNotFoundError, DatasetNotFoundError, SchemaError, ConfigError, *user_errors) as error:
+    except known as error:
         _exit_with(error)
 
 
@@ -239,29 +277,46 @@ def _exit_with(error: Exception):
 def run_recipe_cli(
     main, dataclass_types: tuple, default_config: str | Path, user_errors: tuple = (), argv: list[str] | None = None
 ):
-    """A recipe's command line: parse and check the config (one line, exit 2, on a mistake), then run."""
+    """A recipe's command line: parse and check the config (one line, exit 2, on a mistake), then run.
+
+    Ctrl-C ends with one line naming the last checkpoint and the flag that resumes from it, exit code 130.
+    """
+    from recipes.common.resuming import INTERRUPTED_EXIT_CODE, install_tied_weights_note, interrupted_message
+
     setup_logging()
+    install_tied_weights_note()
     try:
         parsed = parse_recipe_args(dataclass_types, default_config, argv)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
         _exit_with(error)
+    interrupted = False
     try:
         return run_recipe(main, parsed, user_errors)
+    except KeyboardInterrupt:
+        interrupted = True  # the message comes below, once the stopped run's frames (its progress bars) are gone
     finally:
-        end_process_group()
+        end_process_group(wait_for_others=not interrupted)
+    import gc
+
+    gc.collect()  # a progress bar closed later would print itself after the message
+    training_args = next((args for args in parsed if hasattr(args, "output_dir")), None)
+    sys.stderr.write(f"\n{interrupted_message(training_args)}\n")
+    raise SystemExit(INTERRUPTED_EXIT_CODE)
 
 
-def end_process_group() -> None:
+def end_process_group(wait_for_others: bool = True) -> None:
     """Leave the process group in order before the interpreter exits.
 
     A gloo group still alive at exit can abort a process that has finished ("terminate called without an
-    active exception", exit code -6), and the launcher then reports the whole finished run as failed.
+    active exception", exit code -6), and the launcher then reports the whole finished run as failed. After
+    Ctrl-C the other processes may be gone: waiting for them at a barrier would hang, so only leave.
     """
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         try:
-            dist.barrier()
+            if wait_for_others:
+                dist.barrier()
         finally:
             dist.destroy_process_group()
 
