@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from tasks.code_sets import STYLES, is_code_set_name, load_code_set
+from tasks.rows import MATH_USER_TEMPLATE, PLAIN_USER_TEMPLATE
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +48,6 @@ REGISTRY: dict[str, EvalSet] = {
     ),
 }
 DEFAULT_SYNTHETIC_PROBLEMS = 100  # per level
-# The instruction the recipes' configs give math problems: without it a model has no reason to box its answer,
-# and the verifier, which reads boxes, scores every sample 0 ("no boxed answer").
-BOX_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
-MATH_USER_TEMPLATE = "{problem}\n\n" + BOX_INSTRUCTION
-PLAIN_USER_TEMPLATE = "{problem}"
 SET_DEFAULT = None  # user_template=SET_DEFAULT: each set's own evaluation prompt (default_user_template)
 _GSM8K_ANSWER = re.compile(r"####\s*(.+?)\s*$", re.DOTALL)
 

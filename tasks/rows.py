@@ -6,6 +6,13 @@ from __future__ import annotations
 
 import hashlib
 
+# The instruction the recipes' configs give math problems, and the default prompt of a math row (training and
+# evaluation alike): without it a model has no reason to box its answer, and the verifier, which reads boxes,
+# scores every sample 0 ("no boxed answer").
+BOX_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+MATH_USER_TEMPLATE = "{problem}\n\n" + BOX_INSTRUCTION
+PLAIN_USER_TEMPLATE = "{problem}"
+
 
 def row_id(text: str, prefix: str = "row") -> str:
     """A stable id from a question's text (used when the source has none)."""

@@ -8,6 +8,8 @@ import json
 import pytest
 from datasets import Dataset
 
+from tasks.datasets import load_eval_dataset
+from tasks.rows import BOX_INSTRUCTION, MATH_USER_TEMPLATE
 from tasks.schema import DataArguments, DatasetNotFoundError, SchemaError, load_rows, load_rows_with_report
 
 
@@ -40,7 +42,7 @@ def test_parquet_and_save_to_disk_folders(tmp_path):
     data.save_to_disk(str(tmp_path / "folder"))
     for name in ("set.parquet", "folder"):
         rows = load_rows(DataArguments(dataset_name=str(tmp_path / name), question_field="question"))
-        assert rows[0]["prompt"][-1]["content"] == "What is 3?"
+        assert rows[0]["prompt"][-1]["content"] == MATH_USER_TEMPLATE.replace("{problem}", "What is 3?")
 
 
 def test_a_bad_row_is_named(tmp_path):
@@ -86,7 +88,7 @@ def test_a_field_map_renames_columns_and_keeps_source_ids(tmp_path):
         and loaded["difficulty"] == [2, 5]
         and loaded["solution"] == ["3 is 3.", "4 is 4."]
     )
-    assert loaded[0]["prompt"] == [{"role": "user", "content": "What is 3?"}]
+    assert loaded[0]["prompt"] == [{"role": "user", "content": MATH_USER_TEMPLATE.replace("{problem}", "What is 3?")}]
     # the same map as a JSON string (a command-line flag)
     again = load_rows(DataArguments(dataset_name=str(path), field_map=json.dumps(field_map)))
     assert again["id"] == loaded["id"]
@@ -162,3 +164,25 @@ def test_a_source_id_column_is_kept_without_a_field_map(tmp_path):
     rows = load_rows(DataArguments(dataset_name=str(path)))
     assert rows[0]["id"] == "aime-7"
     assert rows[1]["id"].startswith("set-") and rows[1]["id"] != "set-"  # an empty id falls back to the hash
+
+
+def test_the_default_prompt_asks_math_rows_for_a_box_and_leaves_code_rows_alone(tmp_path):
+    """The recipes write the prompt eval.evaluate writes for the same rows: training and evaluation of a user's
+    file see one prompt, and the math verifier, which reads boxes, has a box to read."""
+    tests = json.dumps({"inputs": ["1\n"], "outputs": ["1\n"]})
+    path = write_jsonl(
+        tmp_path / "mixed.jsonl",
+        [
+            {"problem": "What is 3?", "answer": "3", "verifier": "math"},
+            {"problem": "Echo the input.", "answer": "", "tests": tests, "verifier": "code"},
+        ],
+    )
+    loaded = load_rows(DataArguments(dataset_name=str(path)))
+    assert loaded[0]["prompt"][-1]["content"] == "What is 3?\n\n" + BOX_INSTRUCTION
+    assert loaded[1]["prompt"][-1]["content"] == "Echo the input." and loaded[1]["verifier"] == "code"
+    own = load_rows(DataArguments(dataset_name=str(path), user_template="Q: {problem}"))
+    assert [row["prompt"][-1]["content"] for row in own] == ["Q: What is 3?", "Q: Echo the input."]
+    evaluated = load_eval_dataset(str(path), user_template=None)  # eval.evaluate's default
+    assert evaluated["prompt"] == loaded["prompt"]
+    generated = load_rows(DataArguments(dataset_name="synthetic:1", dataset_num_rows=2))
+    assert BOX_INSTRUCTION not in generated[0]["prompt"][-1]["content"]  # the tasks keep their trained format
