@@ -161,3 +161,22 @@ def test_the_long_sft_recipes_show_progress_bars(recipe):
     arguments = recipe.RejectionSamplingArguments if recipe is rejection_sampling else recipe.DistillScriptArguments
     _, training, _ = parse_recipe_args((arguments, SFTConfig, ModelConfig), recipe.DEFAULT_CONFIG, [])
     assert training.disable_tqdm is False
+
+
+def test_activation_checkpointing_is_set_under_transformers_new_name_without_a_deprecation_warning():
+    """TRL's configs default `gradient_checkpointing` to True, which transformers 5 warned about on every run
+    ("`gradient_checkpointing` is deprecated"); the YAMLs' old name still sets it."""
+    import warnings
+
+    from recipes import grpo
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        for argv, expected in (
+            ([], False),  # the demo's YAML: gradient_checkpointing false
+            (["--gradient_checkpointing", "true"], True),
+            (["--gradient_checkpointing=true"], True),
+            (["--config", "recipes/configs/smollm2-135m/dapo_lora.yaml"], True),
+        ):
+            training = grpo.make_parser().parse_args(argv)[1]
+            assert training.activation_checkpointing is expected and training.gradient_checkpointing is expected
