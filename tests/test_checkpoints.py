@@ -26,6 +26,17 @@ def test_true_takes_the_newest_checkpoint_by_step_not_by_name(tmp_path):
     )
 
 
+def test_true_skips_a_checkpoint_cut_short_while_being_written(tmp_path):
+    # Ctrl-C (or a preemption) during a save leaves checkpoint-N without trainer_state.json, which the Trainer
+    # writes last: transformers' get_last_checkpoint took it, and resuming from it failed.
+    make_checkpoints(tmp_path, 5, 10)
+    (tmp_path / "checkpoint-15").mkdir()
+    (tmp_path / "checkpoint-15" / "model.safetensors").write_text("half")
+    assert resume_point(SimpleNamespace(resume_from_checkpoint="true"), str(tmp_path)) == str(
+        tmp_path / "checkpoint-10"
+    )
+
+
 def test_true_without_a_checkpoint_starts_afresh(tmp_path):
     assert resume_point(SimpleNamespace(resume_from_checkpoint="true"), str(tmp_path)) is None
     assert resume_point(SimpleNamespace(resume_from_checkpoint="true"), str(tmp_path / "not-yet")) is None

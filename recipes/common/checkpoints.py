@@ -2,7 +2,7 @@
 
 `resume_from_checkpoint true` (or `last`) continues from the newest checkpoint in output_dir, and starts
 afresh, saying so, when there is none yet: the same command then serves the first launch and every
-relaunch of a preemptible job. A path is taken as given (recipes.common.checks has checked it exists).
+relaunch of a preemptible job. A checkpoint cut short while being written is skipped. A path is taken as given (recipes.common.checks has checked it exists).
 """
 
 from __future__ import annotations
@@ -10,23 +10,35 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from recipes.common.resuming import TRAINER_STATE, newest_checkpoint
+
 logger = logging.getLogger(__name__)
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> str | None:
+    """The highest `checkpoint-N` directly in `output_dir` that was written to the end, or None.
+
+    What this adds to transformers' `get_last_checkpoint`: that one takes the highest N even when the run was
+    stopped (Ctrl-C, preemption) while writing it, and resuming from it then fails. The Trainer writes
+    trainer_state.json last, so a checkpoint without it is skipped, and the one before it is taken.
+    """
+    newest, cut_short = newest_checkpoint(output_dir, depth=1)
+    if cut_short is not None:
+        logger.warning("%s was cut short while being written (no %s): not resumed from", cut_short, TRAINER_STATE)
+    return None if newest is None else str(newest)
 
 
 def resume_point(training_args, output_dir: str) -> str | None:
     """The checkpoint to resume from (for `Trainer.train(resume_from_checkpoint=...)`), or None to start afresh."""
-    from transformers.trainer_utils import get_last_checkpoint
-
     resume = training_args.resume_from_checkpoint
-    has_checkpoint = Path(output_dir).is_dir() and get_last_checkpoint(output_dir) is not None
+    last = last_complete_checkpoint(output_dir)
     if isinstance(resume, str) and resume.lower() in ("true", "last"):
-        if not has_checkpoint:
+        if last is None:
             logger.info("resume_from_checkpoint=%s: %s holds no checkpoint yet, starting afresh", resume, output_dir)
             return None
-        resume = get_last_checkpoint(output_dir)
-        logger.info("resuming from %s", resume)
-        return resume
-    if resume is None and has_checkpoint:
+        logger.info("resuming from %s", last)
+        return last
+    if resume is None and last is not None:
         logger.warning(
             "%s holds checkpoints; this run starts afresh. Pass --resume_from_checkpoint true to continue instead.",
             output_dir,
