@@ -128,7 +128,7 @@ class GRPOScriptArguments(DataArguments):
         default=False,
         metadata={
             "help": "If model_name_or_path is missing and is the demo's own cold-start path (artifacts/demo/sft), "
-            "first run recipes/sft.py's embedded default to build it (any other missing path is an error)."
+            "copy the cold start shipped in recipes/assets/ there (any other missing path is an error)."
         },
     )
 
@@ -182,7 +182,9 @@ class RejectionSamplingArguments(TraceArguments, DataArguments):
     )
     cold_start_if_missing: bool = field(
         default=False,
-        metadata={"help": "If model_name_or_path does not exist, first run recipes/sft.py's embedded default."},
+        metadata={
+            "help": "If model_name_or_path is the demo's missing cold-start path, copy the shipped cold start there."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -205,7 +207,7 @@ class DistillScriptArguments(TraceArguments, DataArguments):
     )
     teacher_cold_start_if_missing: bool = field(
         default=False,
-        metadata={"help": "If the teacher folder does not exist, first run recipes/sft.py's embedded default there."},
+        metadata={"help": "If the teacher is the demo's missing cold-start path, copy the shipped cold start there."},
     )
     verify_traces: bool = field(
         default=True, metadata={"help": "Keep only traces the row's verifier accepts (R1's distillation data)."}
