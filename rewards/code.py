@@ -4,9 +4,12 @@ A completion's program is the last fenced block of the language (```python ... `
 fenced block. It runs in the sandbox (rewards.sandbox) against the row's `tests` (rewards.code_tests):
 stdin/stdout cases, one `run_python` per case, its output compared here; or assert-style tests, one
 `run_judged` per completion, the tests run by the trusted judge outside the sandbox, the solution's
-functions called inside it with plain data (see rewards/sandbox_judge.py). Runs go through a thread pool of `max_concurrency` workers
-(default: one per core); each run is a separate, isolated process with its own hard timeout, so one
-hostile program cannot hang or slow the others beyond its own limits.
+functions called inside it with plain data (see rewards/sandbox_judge.py). Runs go through a thread pool
+of `max_concurrency` workers; each run is a separate, isolated process with its own hard timeout, so one
+hostile program cannot hang or slow the others beyond its own limits. The default, and the most, is the
+sandbox's process-wide limit (rewards.sandbox_process.max_runs: the cores this process may use, each run
+holding one), which also holds across reward calls made at once: a run's wall-clock ceiling is half a
+second above its CPU timeout, so a correct program beside CPU hogs must get a core of its own.
 
 `stop_on_first_failure` skips the cases after a failing one. Scores then count only the cases that
 passed before the first failure, whatever order the pool happened to run them in, so a score does not
@@ -28,7 +31,8 @@ from dataclasses import dataclass
 
 from rewards.code_tests import AssertTests, StdioTests, outputs_match, parse_tests
 from rewards.registry import register
-from rewards.sandbox import default_concurrency, run_judged, run_python
+from rewards.sandbox import run_judged, run_python
+from rewards.sandbox_process import max_runs
 from rewards.text import completion_text
 
 logger = logging.getLogger(__name__)
@@ -206,7 +210,8 @@ def verify_code_batch(
             verdicts[position] = CodeVerdict(0, total, reason)
             continue
         rows[position] = _Row(code, parsed, total)
-    workers = max(1, max_concurrency or default_concurrency())
+    limit = max_runs()  # more threads would only wait: the sandbox lets no more runs go at once
+    workers = max(1, min(max_concurrency or limit, limit))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="code-verifier") as pool:
         futures = []
         for row in rows.values():  # submitted in case order: a pool runs them first in, first out

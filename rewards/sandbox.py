@@ -7,38 +7,47 @@ code that deletes files, and code that attacks the judge itself. Two entry point
 - `run_judged(solution, setup, cases, names)`: assert-style tests. The tests run in a trusted judge
   process outside the sandbox (rewards/sandbox_judge.py); the sandbox runs only a small server with the
   solution, which answers calls with plain data over a pipe (rewards/sandbox_protocol.py). The judge never
-  shares a process, a uid or a file system view with the program it judges.
+  shares a process, a uid or a file system view with the program it judges, but it shares the run's
+  cgroups and limits: its CPU time and memory (a reply built to be slow or large to decode) are the run's.
 
 The sandbox (`isolation="namespaces"`, Linux; the launcher, rewards/sandbox_launcher.py, does the work):
-- a root file system built from nothing (rewards/sandbox_root.py): the interpreter, its standard library
-  and an allowlist of packages, read-only; a private size-capped tmpfs for /tmp and /dev/shm; no project
-  tree, no site-packages, no host /tmp, /work, /run, sockets or FIFOs;
-- pid, network (no route anywhere), IPC and hostname namespaces; as root, a uid of the run's own;
-  otherwise a user namespace gives the unprivileged caller the rights to set this up;
+- a root file system built from nothing (rewards/sandbox_root.py): the interpreter, its standard library,
+  the libraries they load and an allowlist of packages, read-only, from a copy in memory (so no page of a
+  shared disk file, whose cache state would outlive the run); a private size-capped tmpfs for /tmp and
+  /dev/shm; a /proc of the run's processes only; no project tree, no site-packages, no host /tmp, /work,
+  /run, sockets or FIFOs;
+- pid, network (no route anywhere), IPC and hostname namespaces; as root, a uid of the run's own, drawn at
+  random; otherwise a user namespace gives the unprivileged caller the rights to set this up;
+- no kernel state that outlives the run (issue 29): a seccomp filter (rewards/sandbox_seccomp.py) denies
+  keyrings, page cache probes, new namespaces, io_uring, bpf, ptrace and the like; the program gets a
+  session keyring of its own, and stdin is a sealed memory file it cannot write;
 - a cgroup per run where the host lets us make one (rewards/sandbox_cgroup.py): memory, processes and
   cores for the run as a whole, killed as a whole and empty before the call returns; elsewhere the
   process count times the per-process address space is kept within `memory_mb`;
 - `timeout_s` counts CPU seconds (of the whole run where a cgroup counts them, else per process), with a
-  wall-clock ceiling (`wall_timeout_s`, default twice the timeout plus a second), so a loaded machine or
-  a hostile neighbour slows a correct program without failing it; the call returns within the ceiling
-  plus half a second, with no process of the run left;
+  wall-clock ceiling (`wall_timeout_s`, default the timeout plus half a second), so a program that sleeps
+  or waits holds its slot no longer than one that computes; runs go at most one per core this process may
+  use, across threads and reward calls (rewards/sandbox_process.py), so each gets the CPU its timeout
+  counts; the call returns within the ceiling plus half a second, with no process of the run left;
 - always: rlimits, an environment reduced to an allowlist, stdout and stderr read as they come and capped.
 - fallback (`isolation="fallback"`, or where the kernel refuses namespaces): rlimits, cgroups where
   available, a temporary directory, the kill of every descendant, and as root a uid of its own. A
   one-time warning says what is not isolated: the file system above all, so a program can read whatever
   its uid may (a dataset's answers included). Training should not rely on it.
 
-`RLVR_SANDBOX_ISOLATION` (auto, namespaces, fallback) sets the default mode. Nothing here uses signals
+`RLVR_SANDBOX_ISOLATION` (auto, namespaces, fallback) sets the default mode. Without libseccomp every run
+raises SandboxUnavailableError, unless `RLVR_SANDBOX_SECCOMP=off` waives the filter. Nothing here uses signals
 in the calling thread, so runs may be made from worker threads; `run_many` runs a batch with a
 concurrency limit.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import secrets
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -48,20 +57,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rewards import sandbox_cgroup
-from rewards.sandbox_process import STOP_GRACE_S, classify, launch
+from rewards import sandbox_cgroup, sandbox_seccomp
+from rewards.sandbox_process import STOP_GRACE_S, classify, launch, max_runs
+from rewards.sandbox_root import interpreter_reachable as _interpreter_reachable
 from rewards.sandbox_root import root_spec
 
 logger = logging.getLogger(__name__)
 
 PROTOCOL = Path(__file__).with_name("sandbox_protocol.py")  # copied into the sandbox as the call server
 ISOLATION_ENV = "RLVR_SANDBOX_ISOLATION"
-UID_BASE = 1_000_000_000  # program uids (as root) are UID_BASE + the launcher's pid: no real user has them
+UID_BASE = 1_000_000_000  # program uids (as root): UID_BASE + one of 2**30 at random, judges' 2**30 above: no
+UID_SPAN = 1 << 30  # real user has them, and no run learns from its uid how many processes ran before it
 MAX_OUTPUT_BYTES = 1_000_000
 # Without a memory cgroup a run may have this many processes (threads count too), each with memory_mb / this
 # of address space: together never more than memory_mb. Most programs are one process; 4 leaves room for a few.
 FALLBACK_PROCESSES = 4
-JUDGE_MEMORY_MB = 2048  # the trusted judge's address space (plain data coming back is capped at 8 MB a reply)
 
 _state_lock = threading.Lock()
 _namespaces_problem: str | None = None  # why namespaces failed on this machine, once we know
@@ -69,7 +79,8 @@ _warned: set[str] = set()
 
 
 class SandboxUnavailableError(RuntimeError):
-    """`isolation="namespaces"` was required and the kernel does not allow it."""
+    """The isolation asked for cannot be had here: `isolation="namespaces"` where the kernel refuses them, or
+    any run without libseccomp (see rewards/sandbox_seccomp.py)."""
 
 
 @dataclass(frozen=True)
@@ -97,11 +108,9 @@ class RunResult:
 
 
 def default_concurrency() -> int:
-    """The number of cores this process may use: one sandbox per core keeps a batch CPU-bound, not thrashing."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """The runs this process may have at once: the cores its affinity and cgroup grant, one per run
+    (sandbox_process.max_runs, the limit every launch waits on anyway)."""
+    return max_runs()
 
 
 def _warn_once(key: str, message: str) -> None:
@@ -117,31 +126,6 @@ def _requested_mode(isolation: str | None) -> str:
     if mode not in ("auto", "namespaces", "fallback"):
         raise ValueError(f"isolation must be auto, namespaces or fallback, not {mode!r}")
     return mode
-
-
-def _interpreter_paths(python: str) -> list[str]:
-    """Directories the program's interpreter needs: its installation and, for a venv, the venv."""
-    real = os.path.realpath(python)
-    paths = {os.path.dirname(os.path.dirname(real))}
-    if os.path.realpath(sys.executable) == real or os.path.abspath(python) == os.path.abspath(sys.executable):
-        paths |= {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
-    return sorted(paths)
-
-
-def _searchable_by_others(directory: str) -> bool:
-    """Can a uid that owns nothing enter `directory` (it and every directory above it searchable by others)?"""
-    current = "/"
-    for part in [""] + os.path.abspath(directory).strip("/").split("/"):
-        current = os.path.join(current, part)
-        if not os.stat(current).st_mode & stat.S_IXOTH:
-            return False
-    return True
-
-
-def _interpreter_reachable(python: str) -> bool:
-    """Can an unprivileged uid run `python`, through its path as given and as resolved, with its installation?"""
-    directories = [os.path.dirname(os.path.abspath(python)), os.path.dirname(os.path.realpath(python))]
-    return all(_searchable_by_others(directory) for directory in directories + _interpreter_paths(python))
 
 
 def _environment(home: str, extra_env: dict[str, str] | None) -> dict[str, str]:
@@ -190,7 +174,7 @@ def _limits(
         address_space = memory_mb // processes
     return {
         "cpu_s": timeout_s,
-        "wall_s": wall_timeout_s if wall_timeout_s is not None else 2 * timeout_s + 1.0,
+        "wall_s": wall_timeout_s if wall_timeout_s is not None else timeout_s + 0.5,
         "rlimit_cpu_s": max(1, int(timeout_s + 0.999)),
         "memory_mb": memory_mb,
         "max_output_bytes": options["max_output_bytes"],
@@ -212,13 +196,17 @@ def _run(files: dict[str, bytes], script: str, stdin: str | None, judge: dict | 
         "namespaces" if requested == "namespaces" or (requested == "auto" and not _namespaces_problem) else "fallback"
     )
     memory_mb, max_processes = options["memory_mb"], options["max_processes"]
-    group = sandbox_cgroup.create(memory_mb * 1024 * 1024, max_processes + 2, 1.0)
+    try:
+        seccomp = sandbox_seccomp.for_runs()
+    except sandbox_seccomp.SeccompUnavailableError as error:
+        raise SandboxUnavailableError(f"code sandbox: {error}") from None
+    group = sandbox_cgroup.create(
+        memory_mb * 1024 * 1024, max_processes + 3, sandbox_cgroup.RUN_CORES
+    )  # + init, judge, a spare
     limits = _limits(options["timeout_s"], options["wall_timeout_s"], memory_mb, max_processes, group, options)
-    stdin_file = tempfile.TemporaryFile() if stdin is not None else subprocess.DEVNULL
+    stdin_file = _sealed(stdin.encode()) if stdin is not None else subprocess.DEVNULL
     host_dir = tempfile.mkdtemp(prefix="rlvr-sandbox-")
     try:
-        if stdin is not None:
-            stdin_file.write(stdin.encode())
         while True:
             drop_uid = os.geteuid() == 0 and (mode == "namespaces" or _interpreter_reachable(python))
             if mode == "fallback":
@@ -233,19 +221,29 @@ def _run(files: dict[str, bytes], script: str, stdin: str | None, judge: dict | 
                 "files": files,
                 "root": root,
                 "drop_uid": drop_uid,
-                "uid_base": UID_BASE,
+                "uid": UID_BASE + secrets.randbelow(UID_SPAN),
+                "judge_uid": UID_BASE + UID_SPAN + secrets.randbelow(UID_SPAN),
                 "tmpfs_mb": options["disk_mb"],
                 "limits": limits["launcher"],
+                "seccomp": seccomp,
                 "judge": judge
                 and {
                     **judge,
-                    "memory_bytes": JUDGE_MEMORY_MB * 1024 * 1024,
+                    # the judge is in the run's cgroups; without a memory cgroup it is one more process of the run
+                    "memory_bytes": memory_mb << 20
+                    if group and group.limits_memory
+                    else limits["launcher"]["address_space"],
+                    # where no cgroup counts the run's CPU time, the judge's own limit is the run's
+                    "cpu_s": None if group and sandbox_cgroup.cpu_counted() else limits["launcher"]["cpu_s"],
                     "interpreter_reachable": drop_uid and _interpreter_reachable(sys.executable),
                 },
             }
             if stdin is not None:
-                stdin_file.seek(0)
+                os.lseek(stdin_file, 0, os.SEEK_SET)
             outcome = launch(config, stdin_file, limits, group, host_dir)
+            if "seccomp_error" in outcome["events"]:
+                message = outcome["events"]["seccomp_error"].get("message")
+                raise SandboxUnavailableError(f"code sandbox: cannot install the seccomp filter: {message}")
             setup_error = outcome["events"].get("setup_error")
             ended_early = not (outcome["timed_out"] or outcome["overflow"]) and "isolated" not in outcome["events"]
             if mode == "namespaces" and (setup_error or ended_early):
@@ -262,7 +260,7 @@ def _run(files: dict[str, bytes], script: str, stdin: str | None, judge: dict | 
             group.kill(STOP_GRACE_S)
             group.remove()
         if stdin is not None:
-            stdin_file.close()
+            os.close(stdin_file)
         _remove_tree(host_dir)
     if "judge_error" in outcome["events"]:
         logger.warning("code sandbox: the judge failed: %s", outcome["events"]["judge_error"].get("message"))
@@ -283,6 +281,16 @@ def _run(files: dict[str, bytes], script: str, stdin: str | None, judge: dict | 
         cases=outcome["cases"],
         cgroup=group is not None,
     )
+
+
+def _sealed(data: bytes) -> int:
+    """The program's stdin: a memory file that no one can write, shrink or grow any more (not a host file that
+    the program, given it read-write, could fill up to its file-size limit)."""
+    fd = os.memfd_create("rlvr-sandbox-stdin", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    while data:
+        data = data[os.write(fd, data) :]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
+    return fd
 
 
 def _options(**options) -> dict:
@@ -311,7 +319,7 @@ def run_python(
 ) -> RunResult:
     """Run `code` as `python main.py` in a fresh working directory, feeding it `stdin`.
 
-    Options: `timeout_s` (CPU seconds), `wall_timeout_s` (the wall-clock ceiling; default 2 x timeout + 1 s),
+    Options: `timeout_s` (CPU seconds), `wall_timeout_s` (the wall-clock ceiling; default timeout + 0.5 s),
     `memory_mb` (the whole run), `file_size_mb` (each file), `disk_mb` (the private /tmp and /dev/shm: a tmpfs,
     so memory), `max_processes`, `max_open_files`, `max_output_bytes`, `packages` (names of installed
     packages the program may import, besides the standard library), `isolation` ("auto": namespaces where

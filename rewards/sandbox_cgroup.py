@@ -13,6 +13,10 @@ both that this project's CI machines have (v1 controllers, and a v2 mount with n
 gives `cgroup.kill`, `cgroup.events` and `cpu.stat`). Groups are made under this process's own group in
 each hierarchy; where that is not allowed (no root, no delegation) `available()` is False and the sandbox
 falls back to per-process limits sized to stay within the run's memory budget.
+
+`cpu_cores` reads the other side: the cores the calling process itself may use (its affinity, and the CPU
+limit of its own group and of each group above it, as a container's is), from which the sandbox sizes
+its concurrency: runs at once x RUN_CORES (each run's CPU limit) stays within them.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 logger = logging.getLogger(__name__)
 
 WANTED = ("memory", "pids", "cpu", "cpuacct")
+RUN_CORES = 1.0  # the cores a run's group may use at once: the unit in which concurrency is counted
 _counter = itertools.count()
 _lock = threading.Lock()
 _found: dict[str, tuple[str, str]] | None = None  # what -> (version, directory of our own group)
@@ -43,14 +48,15 @@ def _write(path: str, value: str) -> None:
         handle.write(value)
 
 
-def _discover() -> dict[str, tuple[str, str]]:
-    """For each wanted controller (and "unified" for a v2 mount), its version and our group's directory."""
+def _own_groups() -> list[tuple[str, str, str, str]]:
+    """(controller, or "unified" for a v2 mount; its version; the mount point; our own group's directory) for
+    each wanted hierarchy mounted here that holds our group."""
     own: dict[str, str] = {}
     for line in _read("/proc/self/cgroup").splitlines():
         number, controllers, path = line.split(":", 2)
         for name in controllers.split(",") if controllers else ["unified"]:
             own[name] = path
-    found: dict[str, tuple[str, str]] = {}
+    found: list[tuple[str, str, str, str]] = []
     for line in _read("/proc/self/mountinfo").splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
@@ -65,16 +71,61 @@ def _discover() -> dict[str, tuple[str, str]]:
             continue
         for name in names:
             path = own.get(name)
-            if path is None or name in found or not (path + "/").startswith(root.rstrip("/") + "/"):
+            if path is None or not (path + "/").startswith(root.rstrip("/") + "/"):
                 continue
             relative = path[len(root.rstrip("/")) :].lstrip("/")
-            found[name] = ("v2" if fstype == "cgroup2" else "v1", os.path.join(point, relative))
+            found.append((name, "v2" if fstype == "cgroup2" else "v1", point, os.path.join(point, relative)))
+    return found
+
+
+def _discover() -> dict[str, tuple[str, str]]:
+    """For each wanted controller (and "unified" for a v2 mount), its version and our group's directory."""
+    found: dict[str, tuple[str, str]] = {}
+    for name, version, _, directory in _own_groups():
+        found.setdefault(name, (version, directory))
     if "unified" in found:
         controllers = _read(os.path.join(found["unified"][1], "cgroup.controllers")).split()
         for name in ("memory", "pids", "cpu"):
             if name not in found and name in controllers:
                 found[name] = found["unified"]
     return found
+
+
+def _quota_cores(directory: str, version: str) -> float | None:
+    """The cores that a group's CPU limit grants (v2 cpu.max, v1 cfs quota / period); None where it sets none."""
+    try:
+        if version == "v2":
+            quota, period = _read(os.path.join(directory, "cpu.max")).split()[:2]
+            return None if quota == "max" else int(quota) / int(period)
+        quota = int(_read(os.path.join(directory, "cpu.cfs_quota_us")))
+        return None if quota < 0 else quota / int(_read(os.path.join(directory, "cpu.cfs_period_us")))
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def cpu_cores() -> float:
+    """The cores this process may use at once: the fewest of its CPU affinity (a cpuset included) and the CPU
+    limits of its cgroup and of every group above it that is visible here (a container's limit among them)."""
+    try:
+        cores = float(len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        cores = float(os.cpu_count() or 1)
+    try:
+        groups = _own_groups()
+    except (OSError, ValueError):  # no /proc, or a line in it that is not what we expect
+        groups = []
+    for name, version, point, directory in groups:
+        if (name, version) not in (("cpu", "v1"), ("unified", "v2")):
+            continue
+        top, current = os.path.normpath(point), os.path.normpath(directory)
+        while True:
+            quota = _quota_cores(current, version)
+            if quota is not None:
+                cores = min(cores, quota)
+            if current == top or not current.startswith(top + "/"):
+                break
+            current = os.path.dirname(current)
+    return cores
 
 
 def _usable() -> dict[str, tuple[str, str]]:

@@ -3,19 +3,21 @@
 `rewards.sandbox` runs this file as `python -I -S sandbox_launcher.py FD`, where FD is a memory file
 holding the configuration (a marshalled dict: the program's files and, for assert-style runs, the tests;
 never on the command line, which /proc shows to every user). It is a script, not a module of the package,
-on purpose: it imports only the standard library (and its sibling files sandbox_mounts.py and, for the
-judge, sandbox_judge.py and sandbox_protocol.py, loaded by path), so it starts fast and is the same
-whatever the caller's virtualenv holds. It writes one line per event to the file descriptor `status_fd`:
-`isolated` (namespaces are in place), `setup_error` (they could not be; the program never ran), `exit`
-(the program's return code), and from the judge `case` (one verdict), `judged` (all of them),
-`judge_error`.
+on purpose: it imports only the standard library (and its sibling files sandbox_mounts.py,
+sandbox_seccomp.py, sandbox_program.py and, for the judge, sandbox_judge.py and sandbox_protocol.py,
+loaded by path), so it starts fast and is the same whatever the caller's virtualenv holds. It writes one
+line per event to the file descriptor `status_fd`: `isolated` (namespaces are in place), `setup_error`
+(they could not be; the program never ran), `seccomp_error` (the filter could not be installed; the
+program never ran), `exit` (the program's return code), and from the judge `case` (one verdict), `judged`
+(all of them), `judge_error`.
 
 Namespaced mode (the default where the kernel allows it):
 
     launcher (parent's pid namespace)
-      ├─ judge (forked first: the host's view, a uid of its own)   runs the tests; pipes to the program
+      ├─ judge (forked first: the host's view, a uid of its own, the run's cgroups)   runs the tests
       └─ init (pid 1 of a new pid namespace)       joins the run's cgroups, builds a root from nothing
-           └─ program (unprivileged uid)           rlimits, no_new_privs, execve(python -I main.py|serve.py)
+           └─ program (unprivileged uid)           rlimits, a fresh session keyring, no_new_privs, the
+                                                   seccomp filter, execve(python -I main.py|serve.py)
 
 When init exits the kernel kills every process left in its pid namespace, detached or not, and waits
 for them: nothing outlives a run. When the judge is done, init is killed: nothing the program does after
@@ -31,13 +33,35 @@ with a uid of the run's own, one kill(-1) under that uid ends them all.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import marshal
 import os
 import resource
 import select
 import signal
 import sys
+
+
+def _load(name: str):
+    """Import a module that sits next to this file, by its path, once: the folder itself is not put on sys.path,
+    where the package's `math.py` and `code.py` would shadow the standard library's."""
+    import importlib.util
+
+    if name in sys.modules:
+        return sys.modules[name]
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# Loaded now, before any namespace: after pivot_root this folder is not there. sandbox_program imports the
+# other two by name.
+mounts = _load("sandbox_mounts")
+_load("sandbox_seccomp")
+sandbox_program = _load("sandbox_program")
+prctl, report = sandbox_program.prctl, sandbox_program.report
 
 # clone(2) flags for unshare(2); each gives the program its own copy of one kind of kernel state.
 CLONE_NEWNS = 0x00020000  # mount table: our read-only remounts and tmpfs mounts stay private
@@ -49,16 +73,14 @@ CLONE_NEWNET = 0x40000000  # network: only a loopback device, down; no route any
 # prctl(2) options.
 PR_SET_PDEATHSIG = 1  # a signal the kernel sends us when our parent dies
 PR_SET_CHILD_SUBREAPER = 36  # orphaned descendants are re-parented to us, not to the system's init
-PR_SET_NO_NEW_PRIVS = 38  # execve can never grant privileges again (setuid binaries, file capabilities)
+PR_SET_NO_NEW_PRIVS = sandbox_program.PR_SET_NO_NEW_PRIVS
 
-JUDGE_UID_OFFSET = 1 << 23  # the judge's uid (as root): above every program uid (pids stay below 2**22)
 WORK_DIR = "/tmp/work"  # in the new root: the program's working directory, on its private /tmp
 SETUP_FAILED = 125
 PROGRAM_ENDED = 3  # the judge's exit code when the program's side ended before the judge was done
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.unshare.argtypes = [ctypes.c_int]
-_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
 class SetupError(Exception):
@@ -71,22 +93,6 @@ class Stop(Exception):
 
 def _raise_stop(signum, frame):
     raise Stop
-
-
-def _call(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
-
-
-def prctl(option: int, value: int) -> None:
-    _call(_libc.prctl(option, value, 0, 0, 0), f"prctl {option}")
-
-
-def report(config: dict, event: str, **fields) -> None:
-    # One Python literal per line (read back with ast.literal_eval): json would cost this launcher a third of
-    # its start-up time.
-    os.write(config["status_fd"], (repr({"event": event, **fields}) + "\n").encode())
 
 
 # ---------------------------------------------------------------- namespaces
@@ -124,11 +130,10 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     if select.select([alive], [], [], 0)[0]:  # end of file: the launcher died before the line above
         os._exit(SETUP_FAILED)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    uid, gid = _program_ids(config)
+    uid, gid = sandbox_program.program_ids(config)
     try:
         os.setsid()  # a session and process group of its own: a program's kill(0) stays inside the namespace
         os.umask(0o022)
-        mounts = _load("sandbox_mounts")  # the file system part, a module of its own
         mounts.join_cgroup(config)
         mounts.build_root(config, WORK_DIR, uid, gid)
     except Exception as error:
@@ -137,7 +142,7 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     report(config, "isolated", network=network)
     program = os.fork()
     if program == 0:
-        exec_program(config, WORK_DIR)
+        sandbox_program.exec_program(config, WORK_DIR)
     _close_program_pipes(config)
     returncode, cpu_s = None, None
     while True:  # as pid 1, init also reaps every orphan of the program
@@ -209,6 +214,9 @@ def start_judge(config: dict) -> int | None:
         try:
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            # The run's cgroups, first: the judge's CPU time and memory (decoding a reply, comparing) are the
+            # run's, so a reply built to be slow or large to judge ends the run within its own budget.
+            mounts.join_cgroup(config)
             os.close(to_program[0])
             os.close(from_program[1])
             sandbox_judge = _load("sandbox_protocol") and _load("sandbox_judge")  # before the uid changes
@@ -220,8 +228,13 @@ def start_judge(config: dict) -> int | None:
                 os.setresgid(config["judge_uid"], config["judge_uid"], config["judge_uid"])
                 os.setresuid(config["judge_uid"], config["judge_uid"], config["judge_uid"])
             prctl(PR_SET_NO_NEW_PRIVS, 1)
+            # Where no cgroup counts them, the run's limits hold the judge by rlimits: CPU seconds as for
+            # the program, and an address space of a process of the run (with a memory cgroup, the run's
+            # memory: the most it could get there).
             limit = config["judge"]["memory_bytes"]
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            if config["judge"]["cpu_s"]:
+                resource.setrlimit(resource.RLIMIT_CPU, (config["judge"]["cpu_s"], config["judge"]["cpu_s"] + 1))
 
             def report_case(index: int, passed: bool, detail: str) -> None:
                 report(config, "case", index=index, passed=passed, detail=detail)
@@ -240,161 +253,18 @@ def start_judge(config: dict) -> int | None:
     return judge
 
 
-def _load(name: str):
-    """Import a module that sits next to this file, by its path: the folder itself is not put on sys.path,
-    where the package's `math.py` and `code.py` would shadow the standard library's."""
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _close_program_pipes(config: dict) -> None:
     """Once the program has its copies: the judge must see end of file when the program's side is gone."""
     for fd in config.pop("program_pipes", ()):
         os.close(fd)
 
 
-# ---------------------------------------------------------------- the program
-
-
-def _program_ids(config: dict) -> tuple[int, int]:
-    """The uid and gid the program runs as.
-
-    Root ignores RLIMIT_NPROC, so as root the program gets a uid of its own: a fixed base plus the
-    launcher's pid (set in `main`), unique among running sandboxes, so that each run's process count
-    is its own and no other run's program can signal its processes.
-    """
-    if config["drop_uid"]:
-        return config["uid"], config["uid"]
-    return os.geteuid(), os.getegid()
-
-
-def _mapped_id(preferred: int) -> int | None:
-    """`preferred` if this user namespace maps it as uid and gid, else another mapped id but 0, else None.
-
-    Root in a rootless container is itself in a user namespace that maps only some ids, and setresuid to an
-    unmapped id fails; outside any container every id is mapped and `preferred` is kept.
-    """
-    tables = []
-    for name in ("uid_map", "gid_map"):
-        with open(f"/proc/self/{name}") as handle:
-            tables.append([(int(fields[0]), int(fields[2])) for fields in map(str.split, handle) if len(fields) == 3])
-
-    def mapped(ident: int) -> bool:
-        return all(any(start <= ident < start + count for start, count in table) for table in tables)
-
-    if mapped(preferred):
-        return preferred
-    for start, count in sorted(tables[0], key=lambda entry: -entry[1]):
-        low, high = max(start, 1), start + count
-        if high > low and mapped(candidate := low + preferred % (high - low)):
-            return candidate
-    return None
-
-
-def _processes() -> list[tuple[int, int, int]]:
-    """(pid, parent pid, uid) of every process this launcher can see."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-                found.append((int(entry), parent, os.stat(f"/proc/{entry}").st_uid))
-            except OSError:
-                continue
-    return found
-
-
-def exec_program(config: dict, cwd: str) -> None:
-    """In the forked child: limits, an unprivileged uid, no way back to privileges, then execve."""
-    try:
-        if config["mode"] == "fallback":
-            os.setpgid(0, 0)  # a process group of its own: one killpg ends it and all it forked (see run_fallback)
-        os.chdir(cwd)
-        if config["mode"] == "fallback":
-            _load("sandbox_mounts").join_cgroup(config)
-        pipes = config.get("program_pipes")
-        if pipes:
-            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in pipes]
-            for number, fd in zip((3, 4), high, strict=True):
-                os.dup2(fd, number, inheritable=True)
-        os.closerange(5 if pipes else 3, 1 << 16)  # nothing else of the launcher's crosses into the program
-        limits = config["limits"]
-        nproc = limits["nproc"]
-        if not config["drop_uid"] and config["mode"] == "fallback" and os.geteuid() != 0:
-            # Without a namespace the count is per user over the whole machine: allow for what already runs.
-            nproc += sum(1 for _, _, uid in _processes() if uid == os.geteuid())
-        elif not config["drop_uid"] and config["mode"] == "namespaces":
-            nproc += 2  # the user namespace's count includes the launcher and init, of the same uid
-        for which, value in (
-            (resource.RLIMIT_AS, limits["address_space"]),  # memory, as virtual address space
-            (resource.RLIMIT_CPU, limits["cpu_s"]),  # CPU seconds: SIGXCPU, then SIGKILL one second later
-            (resource.RLIMIT_FSIZE, limits["file_size"]),  # largest file it may write (SIGXFSZ beyond)
-            (resource.RLIMIT_NPROC, nproc),  # processes and threads of this uid: the fork-bomb cap
-            (resource.RLIMIT_NOFILE, limits["open_files"]),
-            (resource.RLIMIT_CORE, 0),  # no core dumps
-        ):
-            hard = value + 1 if which == resource.RLIMIT_CPU else value
-            resource.setrlimit(which, (value, hard))
-        if config["drop_uid"]:
-            uid, gid = _program_ids(config)
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)  # from root to a plain uid: every capability is dropped here
-        prctl(PR_SET_NO_NEW_PRIVS, 1)  # no setuid binary (mount, su) can give back what was dropped
-        os.execve(config["argv"][0], config["argv"], config["env"])
-    except BaseException as error:  # noqa: B036 - whatever happens, this forked child must not return
-        os.write(2, f"sandbox: cannot start the program: {error}\n".encode())
-    os._exit(127)
-
-
 # ---------------------------------------------------------------- fallback
-
-
-def kill_descendants(spare: int | None = None) -> None:
-    """Kill and reap every descendant but `spare` (the judge): as a subreaper, the orphans of the dead come back
-    to us."""
-    while True:
-        children = [pid for pid, parent, _ in _processes() if parent == os.getpid() and pid != spare]
-        if not children:
-            return
-        for pid in children:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        for pid in children:
-            try:
-                os.waitpid(pid, 0)  # killed: it exits at once
-            except ChildProcessError:
-                pass
-
-
-def kill_uid(uid: int) -> None:
-    """Kill every process of `uid` at once: a helper takes that uid and sends SIGKILL to all it may signal.
-
-    kill(-1) reaches every process the sender may signal, except itself, in one sweep of the process table;
-    a fork bomb's forks fail once SIGKILL is pending, so no descendant slips through, detached or not.
-    """
-    helper = os.fork()
-    if helper == 0:
-        try:
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)
-        finally:
-            os._exit(0)
-    os.waitpid(helper, 0)
 
 
 def run_fallback(config: dict, judge: int | None) -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # a daemonizing grandchild comes back to us, not to the system's init
-    uid, gid = _program_ids(config)
+    uid, gid = sandbox_program.program_ids(config)
     for name, data in config["files"].items():
         with open(os.path.join(config["host_dir"], name), "wb") as handle:
             handle.write(data)
@@ -404,7 +274,7 @@ def run_fallback(config: dict, judge: int | None) -> None:
                 os.chown(name, uid, gid)
     program = os.fork()
     if program == 0:
-        exec_program(config, config["host_dir"])
+        sandbox_program.exec_program(config, config["host_dir"])
     _close_program_pipes(config)
     try:
         os.setpgid(program, program)  # also here, so that the group exists before any killpg below
@@ -431,9 +301,9 @@ def run_fallback(config: dict, judge: int | None) -> None:
         except OSError:
             pass
         if config["drop_uid"]:
-            kill_uid(config["uid"])
+            sandbox_program.kill_uid(config["uid"])
         _, status, usage = os.wait4(program, 0)
-        kill_descendants(spare=judge)
+        sandbox_program.kill_descendants(spare=judge)
         if judge:
             if stopped:
                 os.kill(judge, signal.SIGKILL)
@@ -464,9 +334,9 @@ def main() -> None:
     os.set_inheritable(config["status_fd"], False)  # the program must not be able to write events
     signal.signal(signal.SIGTERM, _raise_stop)
     if config["drop_uid"]:
-        # Computed here, before the pid namespace (where we would be pid 1).
-        config["uid"] = _mapped_id(config["uid_base"] + os.getpid())
-        config["judge_uid"] = _mapped_id(config["uid_base"] + JUDGE_UID_OFFSET + os.getpid())
+        # Here, before the user namespace of an unprivileged caller: the ids that root may take.
+        config["uid"] = sandbox_program.mapped_id(config["uid"])
+        config["judge_uid"] = sandbox_program.mapped_id(config["judge_uid"])
         if config["uid"] is None or config["judge_uid"] is None:
             if config["mode"] == "namespaces":
                 report(config, "setup_error", message="no unprivileged uid is mapped in this user namespace")
@@ -482,8 +352,8 @@ def main() -> None:
     except Stop:
         if config["mode"] == "fallback":
             if config["drop_uid"]:
-                kill_uid(config["uid"])
-            kill_descendants()
+                sandbox_program.kill_uid(config["uid"])
+            sandbox_program.kill_descendants()
 
 
 if __name__ == "__main__":

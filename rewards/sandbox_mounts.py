@@ -1,8 +1,10 @@
 """The sandbox's file system, built from nothing, and the run's cgroups: the launcher's mount work.
 
-Loaded by rewards/sandbox_launcher.py (standard library only, like it) in init, the first process of the
-run's namespaces, before the program starts. What goes into the root is decided by the caller
-(rewards/sandbox_root.py); this module only mounts it.
+Loaded by rewards/sandbox_launcher.py (standard library only, like it) before any namespace, and used in
+init, the first process of the run's namespaces, before the program starts, and in the judge, which joins
+the run's cgroups too. What goes into the root is decided by the caller (rewards/sandbox_root.py: a
+private copy in memory of what a run needs); this module only mounts it, with a /proc that shows the
+run's processes and nothing of the machine.
 """
 
 from __future__ import annotations
@@ -43,10 +45,13 @@ def _bind(handle: int, target: str, is_dir: bool) -> None:
         if not os.path.exists(target):
             os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
     mount(f"/proc/self/fd/{handle}", target, None, MS_BIND | MS_REC)
-    flags = os.statvfs(target).f_flag
-    # Flags that a user namespace locks on a mount (nodev, noexec) must be kept when remounting it.
-    extra = MS_NOSUID | (MS_NODEV if flags & os.ST_NODEV else 0) | (MS_NOEXEC if flags & os.ST_NOEXEC else 0)
-    mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | extra)
+    try:  # a copy in /dev/shm (sandbox_root.py) may come from a noexec mount: as root, the bind need not be
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+    except PermissionError:
+        # A user namespace locks the flags it found on a mount (nodev, noexec): remounting must keep them.
+        flags = os.statvfs(target).f_flag
+        extra = MS_NOSUID | (MS_NODEV if flags & os.ST_NODEV else 0) | (MS_NOEXEC if flags & os.ST_NOEXEC else 0)
+        mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | extra)
 
 
 def build_root(config: dict, work_dir: str, uid: int, gid: int) -> None:
@@ -102,10 +107,12 @@ def build_root(config: dict, work_dir: str, uid: int, gid: int) -> None:
         mount("tmpfs", inside(directory), "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},{options}")
     os.makedirs(inside("/proc"), 0o555, exist_ok=True)
     try:
-        # A /proc of the new pid namespace: the program sees only its own processes.
-        mount("proc", inside("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
+        # A /proc of the new pid namespace, with its processes only (subset=pid, Linux 5.8): none of the files
+        # about the whole machine, some of which outlive a run and count what it did (/proc/key-users: every
+        # uid's keys; /proc/stat: processes forked since boot; /proc/keys, /proc/meminfo, /proc/sys, ...).
+        mount("proc", inside("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "subset=pid")
     except OSError:
-        pass  # e.g. a container that masks parts of /proc: the run has no /proc
+        pass  # an older kernel, or a container that masks parts of /proc: the run has no /proc at all
     os.mkdir(inside(work_dir), 0o700)
     for name, data in config["files"].items():
         with open(os.path.join(inside(work_dir), name), "wb") as handle:
@@ -121,7 +128,8 @@ def build_root(config: dict, work_dir: str, uid: int, gid: int) -> None:
 
 
 def join_cgroup(config: dict) -> None:
-    """Move this process (and so all it forks) into the run's cgroups, made by the caller."""
+    """Move this process (and so all it forks) into the run's cgroups, made by the caller: init (and so the
+    program) and the judge, whose work is charged to the run."""
     for path in config.get("cgroup_procs") or ():
         with open(path, "w") as handle:
             handle.write("0")

@@ -7,6 +7,13 @@ time limit, the wall-clock ceiling, or output past the cap; then every process o
 (through the cgroup where there is one, else through the launcher and its process group) before it
 returns. `classify` turns what happened into a status and a reason. Split from rewards.sandbox, whose
 `run_python` and `run_judged` are the entry points.
+
+Runs of one process go at most `max_runs()` at a time, whichever thread or reward call starts them: a
+process-wide semaphore, sized to the cores this process may use (rewards.sandbox_cgroup.cpu_cores) over
+the cores each run's cgroup grants. The timeout counts CPU seconds, but the wall-clock ceiling is only
+half a second above it, so a run must get about a core of its own; a pool larger than the cores (two
+reward calls at once, a pass-rate filter beside a reward, a GRPO group of 16 on 8 cores) would slow
+correct programs past the ceiling. A run waits for its slot before its clock starts.
 """
 
 from __future__ import annotations
@@ -19,8 +26,11 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+from rewards import sandbox_cgroup
 
 logger = logging.getLogger("rewards.sandbox")
 
@@ -68,8 +78,42 @@ def _config_file(config: dict) -> int:
     return fd
 
 
+def max_runs() -> int:
+    """How many runs this process lets go at once: its cores over each run's share, at least one."""
+    return _run_slots()[0]
+
+
+def _run_slots() -> tuple[int, threading.BoundedSemaphore]:
+    with _slots_lock:
+        if not _slots:
+            cores = sandbox_cgroup.cpu_cores()
+            count = max(1, int(cores / sandbox_cgroup.RUN_CORES + 1e-9))
+            _slots.append((count, threading.BoundedSemaphore(count)))
+            logger.info("code sandbox: at most %d runs at once (%.2f cores usable by this process)", count, cores)
+        return _slots[0]
+
+
+def _forget_slots() -> None:
+    """In a forked child: the parent's runs are not ours, nor are its threads that held slots."""
+    global _slots_lock
+    _slots_lock = threading.Lock()
+    _slots.clear()
+
+
+_slots_lock = threading.Lock()
+_slots: list[tuple[int, threading.BoundedSemaphore]] = []  # (count, semaphore), made on first use
+os.register_at_fork(after_in_child=_forget_slots)
+
+
 def launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
-    """Start the launcher, collect its output and events until it ends, its CPU time runs out or the ceiling."""
+    """Start the launcher, collect its output and events until it ends, its CPU time runs out or the ceiling.
+
+    It first waits for one of the process's `max_runs()` slots; the wall clock starts once it has one."""
+    with _run_slots()[1]:
+        return _launch(config, stdin_file, limits, group, cwd)
+
+
+def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
     status_read, status_write = os.pipe()
     config = {**config, "status_fd": status_write, "cgroup_procs": group.procs if group else []}
     config_fd = _config_file(config)

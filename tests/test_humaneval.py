@@ -78,7 +78,7 @@ def _sample(problems: list[dict], hack: str) -> list[dict]:
 @pytest.mark.parametrize("hack", sorted(ALL))
 def test_hacks_score_zero(problems, hack):
     chosen = _sample(problems, hack)
-    reward = get_reward("code_binary", timeout_s=1.0)  # a hack that sleeps waits out the 3 s ceiling
+    reward = get_reward("code_binary", timeout_s=1.0)  # a hack that sleeps waits out the 1.5 s ceiling
     scores = reward(
         [completion(hacked_program(problem, hack)) for problem in chosen],
         tests=[humaneval_tests(problem) for problem in chosen],

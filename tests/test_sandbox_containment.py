@@ -8,6 +8,10 @@
 4. Fork bombs under load end within the wall-clock ceiling plus 0.5 s, with no process left when the
    call returns (before: 2.16 s for a 1 s timeout, processes outliving the call).
 
+5. The judge is inside the run's budget (issue 29): its CPU time and memory, spent on the test code or on
+   decoding a reply built to be slow (a set of integers that all hash alike) or large (8 MB), are the
+   run's (before: 3 s of the judge's CPU and 225 MB uncounted, and such a reply's case judged anyway).
+
 Where the machine gives no cgroups (no root, no delegation) 1 still holds through the NPROC x AS budget
 and 2 and 4 through the namespaces; 3 holds through CPU-time accounting only where a cgroup counts it, and
 the check of the neighbour's single core needs the `cpu` controller: those skip, saying so.
@@ -23,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rewards import sandbox_cgroup
-from rewards.sandbox import run_python
+from rewards import sandbox_cgroup, sandbox_process
+from rewards.sandbox import run_judged, run_python
 from tests.support.sandbox_checks import TOKEN_VARIABLE, outside_directory, processes_with_token, require_namespaces
 
 BLOCK_MB = 300
@@ -167,12 +171,16 @@ def _bomb(timeout_s: float) -> tuple[float, list[int], str]:
 
 
 def test_fork_bombs_under_load_end_within_the_ceiling_and_leave_nothing():
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        outcomes = list(pool.map(_bomb, [1.0, 1.0, 1.0]))
+    # One bomb more than the runs the process allows at once (one per core): the last waits for a slot, then
+    # has its own ceiling. No bomb outlives its call, and none holds its slot past its ceiling.
+    bombs = sandbox_process.max_runs() + 1
+    with ThreadPoolExecutor(max_workers=bombs) as pool:
+        outcomes = list(pool.map(_bomb, [1.0] * bombs))
     for elapsed, survivors, status in outcomes:
         assert status == "timeout"
         assert survivors == [], "processes outlived the call"
-        assert elapsed <= 1.0 + 0.5, f"took {elapsed:.2f} s"
+        assert elapsed <= 2 * (1.0 + 0.5), f"took {elapsed:.2f} s"
+    assert sorted(elapsed for elapsed, _, _ in outcomes)[-2] <= 1.0 + 0.5  # those that had a slot at once
 
 
 def test_every_run_removes_its_cgroups():
@@ -184,3 +192,62 @@ def test_every_run_removes_its_cgroups():
     prefix = f"rlvr-sandbox-{os.getpid()}-"
     left = [entry for _, directory in usable.values() for entry in os.listdir(directory) if entry.startswith(prefix)]
     assert left == []
+
+
+# ---------------------------------------------------------------- the judge's budget (issue 29)
+
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+def _judge_counted() -> None:
+    if sandbox_cgroup.cpu_counted() is False:
+        pytest.skip("no cgroup counts a run's CPU time here: the judge is held by its own RLIMIT_CPU only")
+
+
+def test_the_judges_cpu_time_is_the_runs():
+    """Test code that spins (here the setup) is the run's CPU time: before, the judge ran outside the run's
+    cgroup, its seconds uncounted, and this correct program passed after 4 s of the judge's CPU."""
+    _judge_counted()
+    setup = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 4:\n    pass\n"
+    result = run_judged(ADD, setup, ["assert add(1, 2) == 3"], ["add"], timeout_s=1.0, wall_timeout_s=10.0)
+    assert result.status == "timeout" and "CPU" in result.reason, result
+    assert result.cases == {} and result.cpu_s >= 1.0, result  # ended by the CPU time, not the 10 s ceiling
+
+
+def test_the_judges_memory_is_the_runs():
+    setup = "block = bytearray(300 << 20)\nblock[::4096] = b'x' * len(range(0, len(block), 4096))\n"
+    result = run_judged(ADD, setup, ["assert add(1, 2) == 3"], ["add"], memory_mb=128, timeout_s=5.0)
+    assert result.cases.get(-1, (True, ""))[0] is False or not result.cases.get(0, (False, ""))[0], result
+
+
+# A solution that writes its own reply on the pipe (it may: that is no more than returning that value): a set
+# of integers that all hash alike (multiples of 2**61 - 1), which costs the judge n**2 / 2 comparisons to build.
+COLLIDING = """
+import os, time
+def f():
+    items = ",".join(str((2**61 - 1) * i) for i in range(1, 60000))
+    os.write(4, ('{"ok":["S",[' + items + ']]}\\n').encode())
+    time.sleep(60)
+"""
+# A reply near the 8 MB cap, of many small lists: a few hundred MB for the judge to decode.
+OVERSIZED = """
+import os, time
+def f():
+    os.write(4, ('{"ok":["L",[' + ",".join(['["L",[]]'] * 700_000) + ']]}\\n').encode())
+    time.sleep(60)
+"""
+
+
+def test_a_hash_colliding_reply_fails_within_the_runs_budget():
+    _judge_counted()
+    result = run_judged(COLLIDING, "", ["assert f() == set()"], ["f"], timeout_s=1.0)
+    assert not result.cases.get(0, (False, ""))[0], result
+    assert result.wall_s <= 1.0 + 0.5 + 0.5, result  # the ceiling, and the teardown
+    if result.status == "timeout" and "CPU" in result.reason:
+        assert result.cpu_s >= 0.9  # the judge's seconds, counted as the run's
+
+
+def test_an_oversized_reply_is_decoded_within_the_runs_memory():
+    """Right, but 8 MB: before, the judge took the 225 MB it needed outside the run's memory and passed it."""
+    result = run_judged(OVERSIZED, "", ["assert f() == [[]] * 700_000"], ["f"], memory_mb=96, timeout_s=5.0)
+    assert not result.cases.get(0, (False, ""))[0], result

@@ -16,7 +16,8 @@ What is skipped where, and why (each skip says so when it happens):
   python3 that an unprivileged uid can run (e.g. /usr/bin/python3); the latter also where the kernel
   refuses unprivileged user namespaces (a sysctl says so).
 The attacks on the judge itself (a wrong program that tries to score) are in tests/test_humaneval.py and
-tests/test_sandbox_judge.py; the containment findings of issue 15 in tests/test_sandbox_containment.py.
+tests/test_sandbox_judge.py; the containment findings of issue 15 in tests/test_sandbox_containment.py; the
+kernel state that outlived a run (issue 29: keyrings, the page cache, /proc) in tests/test_sandbox_crossrun.py.
 """
 
 from __future__ import annotations

@@ -6,14 +6,28 @@ answers are known, and against programs that look for the tests from inside the 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
+import sys
+import time
+import tracemalloc
 
 import pytest
 
 from rewards.sandbox import run_judged
-from rewards.sandbox_protocol import NotPlainData, decode, loads, read_request, request_line, to_json
+from rewards.sandbox_protocol import (
+    MAX_INT_BITS,
+    MAX_MESSAGE_BYTES,
+    NotPlainData,
+    decode,
+    loads,
+    read_request,
+    request_line,
+    to_json,
+    to_literal,
+)
 
 # ---------------------------------------------------------------- the codec
 
@@ -55,7 +69,7 @@ class Always(int):
 
 @pytest.mark.parametrize(
     "value",
-    [Always(1), object(), (x for x in ()), print, type, [[]] * 0 + [Always(2)], {"k": object()}, 10**5000],
+    [Always(1), object(), (x for x in ()), print, type, [[]] * 0 + [Always(2)], {"k": object()}, 1 << MAX_INT_BITS],
     ids=[
         "int subclass",
         "object",
@@ -64,12 +78,104 @@ class Always(int):
         "class",
         "nested subclass",
         "dict value",
-        "huge int",
+        "int past the size cap",
     ],
 )
 def test_anything_else_is_not_plain_data(value):
-    with pytest.raises((NotPlainData, ValueError)):
+    with pytest.raises(NotPlainData):
         to_json(value)
+    with pytest.raises(NotPlainData):
+        to_literal(value)
+
+
+def round_trip(value):
+    return decode(loads(('{"ok":' + to_json(value) + "}").encode())["ok"])
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["\ud83d" + "\ude00", "\U0001f600", "a\udc80b", "\ud83d", "é\n", ["\ude00\ud83d"], {"\ud800": ("\udfff",)}],
+    ids=["surrogate pair", "astral", "lone low", "lone high", "bmp", "in a list", "dict key and tuple"],
+)
+def test_strings_cross_by_their_code_points(value):
+    back = round_trip(value)
+    assert back == value and repr(back) == repr(value)
+    name, args, _ = read_request(request_line("f", (value,), {}))
+    assert args == (value,) and repr(args[0]) == repr(value)
+
+
+def test_a_surrogate_pair_is_not_the_character_it_spells():
+    pair, emoji = "\ud83d" + "\ude00", "\U0001f600"
+    assert round_trip(pair) != emoji and len(round_trip(pair)) == 2
+    assert round_trip(emoji) != pair and len(round_trip(emoji)) == 1
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        10**5000 + 7,
+        -(10**5000),
+        1 << 4096,
+        -(1 << 4096) + 1,
+        [10**4400, {10**4400: (-(10**4400),)}],
+        1 << MAX_INT_BITS - 1,
+    ],
+    ids=["5000 digits", "negative", "first hex", "last decimal", "nested", "at the cap"],
+)
+def test_big_ints_cross_exactly_both_ways(value):
+    assert round_trip(value) == value
+    name, args, kwargs = read_request(request_line("f", (value,), {"k": value}))
+    assert args == (value,) and kwargs == {"k": value}
+
+
+def test_ints_past_the_cap_and_malformed_hex_are_refused():
+    for body in ["f" * (MAX_INT_BITS // 4 + 1), "0x1f", " 1f", "1_f", "-", "", "12g", "+1", "1F", "--1", 5]:
+        with pytest.raises(NotPlainData):
+            decode(["I", body])
+    assert decode(["I", "-ff"]) == -255
+
+
+M = sys.hash_info.modulus
+COLLIDING = {
+    "ints in a set": ["S", [k * M for k in range(30_000)]],
+    "ints as dict keys": ["D", [[k * M, 0] for k in range(30_000)]],
+    "tuples of -1 and -2": ["F", [["T", list(t)] for t in itertools.product((-1, -2), repeat=14)]],
+    "one value repeated": ["S", [["T", [1, 2, 3]]] * 50_000],
+}
+
+
+@pytest.mark.parametrize("data", COLLIDING.values(), ids=COLLIDING.keys())
+def test_members_whose_hashes_collide_are_refused_in_linear_time(data):
+    # Built as sent, each of these costs a set seconds to minutes: every member is compared with every
+    # earlier one of its hash.
+    line = json.dumps({"ok": data}).encode()
+    start = time.process_time()
+    with pytest.raises(NotPlainData, match="collide"):
+        decode(loads(line)["ok"])
+    assert time.process_time() - start < 0.5
+
+
+def test_ordinary_collisions_still_decode():
+    grid = {(x, y) for x in range(-60, 60) for y in range(-60, 60)}  # hash(-1) == hash(-2): pairs collide
+    for value in [{-1, -2}, frozenset({(-1, 0), (-2, 0)}), {-1: "a", -2: "b"}, grid, {1, 1.5, "1", (1,)}]:
+        assert round_trip(value) == value
+
+
+def test_big_replies_are_refused_before_they_are_parsed():
+    dense = b'{"ok":["L",[' + b",".join([b"[]"] * (MAX_MESSAGE_BYTES // 3 - 10)) + b"]]}"  # under 8 MB
+    assert len(dense) < MAX_MESSAGE_BYTES
+    tracemalloc.start()
+    try:
+        with pytest.raises(NotPlainData):
+            decode(loads(dense)["ok"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # parsed, 2.8 million empty lists take 200 MB
+    with pytest.raises(NotPlainData, match="bytes"):
+        loads(b'{"ok":"' + b"x" * MAX_MESSAGE_BYTES + b'"}')
+    long_text = "x" * (MAX_MESSAGE_BYTES // 2)  # one big value is fine: it costs its bytes
+    assert round_trip(long_text) == long_text
 
 
 def test_deep_nesting_is_refused_both_ways():
@@ -100,9 +206,11 @@ def test_malformed_values_are_refused(data):
 
 
 def test_requests_carry_arguments_as_python_literals():
-    line = request_line("f", (1, (2.5, float("inf")), {"a": {1, 2}}, b"x"), {"k": frozenset({None})})
-    name, args, kwargs = read_request(line)
-    assert (name, args, kwargs) == ("f", (1, (2.5, float("inf")), {"a": {1, 2}}, b"x"), {"k": frozenset({None})})
+    args = (1, (2.5, float("inf")), {"a": {1, 2}}, b"x", (), (0,), set(), frozenset(), complex(1, float("-inf")))
+    line = request_line("f", args, {"k": frozenset({None})})
+    name, back, kwargs = read_request(line)
+    assert (name, back, kwargs) == ("f", args, {"k": frozenset({None})})
+    assert [type(value) for value in back] == [type(value) for value in args]
     with pytest.raises(NotPlainData):
         request_line("f", (object(),), {})
 
@@ -128,6 +236,24 @@ def test_keyword_arguments_tuples_and_dicts_cross_intact():
     solution = "def f(x, *, scale=1):\n    return {'pair': (x, x * scale), 'set': {x}}\n"
     result = run_judged(solution, "", ["assert f(2, scale=3) == {'pair': (2, 6), 'set': {2}}"], ["f"])
     assert result.cases == {0: (True, "")}
+
+
+def test_strings_and_big_ints_cross_the_wall_exactly():
+    solution = (
+        "def pair():\n    return '\\ud83d' + '\\ude00'\n\n"
+        "def emoji():\n    return '\\U0001F600'\n\n"
+        "def echo(value):\n    return value\n\n"
+        "def succ(n):\n    return n + 1\n"
+    )
+    cases = [
+        "assert pair() != '\\U0001F600' and len(pair()) == 2",  # a wrong answer stays wrong
+        "assert len(emoji()) == 1",
+        "assert echo('\\ud83d\\ude00') == '\\ud83d' + '\\ude00' and echo('\\udfff') == '\\udfff'",
+        "assert succ(10**5000) == 10**5000 + 1",  # past 4,300 digits, both ways
+        "assert succ(-(2**20000)) == 1 - 2**20000 and echo({2**20000: [10**6000]}) == {2**20000: [10**6000]}",
+    ]
+    result = run_judged(solution, "", cases, ["pair", "emoji", "echo", "succ"])
+    assert result.cases == {index: (True, "") for index in range(len(cases))}, result.cases
 
 
 def test_a_failed_call_fails_the_case_even_when_the_test_catches_it():
