@@ -55,7 +55,11 @@ def test_table_reports_each_k_with_intervals_and_the_crossover(tmp_path):
         "| 16 | 0.900 [0.850, 0.950] | 0.800 [0.700, 0.900] | -0.100 (intervals overlap) |",
     ]
     assert text.endswith("Crossover: the curves cross near k = 8.0 (eval.compare, interpolated on log k).")
-    assert "Crossover: none for k in 1..16" in boundary.boundary_table({"a": cold, "b": cold}, ks, None)
+    assert "the curves are identical" in boundary.boundary_table({"a": cold, "b": cold}, ks, None)  # not "one ahead"
+    higher = summary({1: (0.3, 0.2, 0.4), 4: (0.6, 0.5, 0.7), 16: (0.95, 0.9, 1.0)})
+    assert "Crossover: none for k in 1..16: b stays ahead" in boundary.boundary_table(
+        {"a": cold, "b": higher}, ks, None
+    )
     path = boundary.plot_boundary({"cold start": cold, "DAPO": rl}, ks, cross, tmp_path / "img" / "plot.png", "t")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

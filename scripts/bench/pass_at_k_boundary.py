@@ -152,7 +152,10 @@ def boundary_table(summaries: dict[str, dict], ks: list[int], cross: float | Non
         )
     lines.append("")
     if cross is None:
-        lines.append(f"Crossover: none for k in {ks[0]}..{ks[-1]}: one model stays ahead (eval.compare).")
+        from eval.compare import no_crossover
+
+        curve_a, curve_b = ([run["metrics"][f"pass@{k}"]["mean"] for k in ks] for run in (a, b))
+        lines.append(no_crossover(ks, curve_a, curve_b, name_a, name_b) + " (eval.compare)")
     else:
         lines.append(f"Crossover: the curves cross near k = {cross:.1f} (eval.compare, interpolated on log k).")
     return "\n".join(lines)
