@@ -55,6 +55,7 @@ def test_grpo_follows_the_same_rule(tmp_path, monkeypatch):
     trainer = SimpleNamespace(
         train=lambda resume_from_checkpoint: trained.append(resume_from_checkpoint),
         accelerator=SimpleNamespace(is_main_process=False),
+        model=None,
     )
     built = BuiltTrainer(trainer, SimpleNamespace(warnings=[]), "model", None, [])
     monkeypatch.setattr(grpo, "build_trainer", lambda *args, **kwargs: built)

@@ -18,7 +18,7 @@ import pytest
 
 from recipes import sft
 from recipes.common import config
-from recipes.common.resuming import TRAINER_LOGGER, install_tied_weights_note, interrupted_message
+from recipes.common.resuming import TRAINER_LOGGER, interrupted_message, note_tied_weights_on_resume
 from tests.conftest import REPO
 
 
@@ -95,8 +95,8 @@ def test_only_tied_keys_are_explained(tiny_model, tmp_path, trainer_records):
     """A key that really is missing keeps transformers' warning; a tied one becomes a note."""
     from transformers import Trainer, TrainingArguments
 
-    install_tied_weights_note()
     trainer = Trainer(model=tiny_model, args=TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True))
+    note_tied_weights_on_resume(trainer.model)
     trainer._issue_warnings_after_load(SimpleNamespace(missing_keys=["lm_head.weight"], unexpected_keys=[]))
     trainer._issue_warnings_after_load(
         SimpleNamespace(missing_keys=["lm_head.weight", "model.norm.weight"], unexpected_keys=[])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from recipes.common.resuming import TRAINER_STATE, newest_checkpoint
+from recipes.common.resuming import TRAINER_STATE, newest_checkpoint, note_tied_weights_on_resume
 
 logger = logging.getLogger(__name__)
 
@@ -28,19 +28,24 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
     return None if newest is None else str(newest)
 
 
-def resume_point(training_args, output_dir: str) -> str | None:
-    """The checkpoint to resume from (for `Trainer.train(resume_from_checkpoint=...)`), or None to start afresh."""
+def resume_point(training_args, output_dir: str, model=None) -> str | None:
+    """The checkpoint to resume from (for `Trainer.train(resume_from_checkpoint=...)`), or None to start afresh.
+
+    With the trainer's `model`, a resume does not report its tied weights as missing (a checkpoint stores a
+    shared tensor once, and transformers' warning read like lost weights)."""
     resume = training_args.resume_from_checkpoint
     last = last_complete_checkpoint(output_dir)
     if isinstance(resume, str) and resume.lower() in ("true", "last"):
         if last is None:
             logger.info("resume_from_checkpoint=%s: %s holds no checkpoint yet, starting afresh", resume, output_dir)
             return None
+        resume = last
         logger.info("resuming from %s", last)
-        return last
-    if resume is None and last is not None:
+    elif resume is None and last is not None:
         logger.warning(
             "%s holds checkpoints; this run starts afresh. Pass --resume_from_checkpoint true to continue instead.",
             output_dir,
         )
+    if resume and model is not None:
+        note_tied_weights_on_resume(model)
     return resume

@@ -321,10 +321,9 @@ def run_recipe_cli(
 
     Ctrl-C ends with one line naming the last checkpoint and the flag that resumes from it, exit code 130.
     """
-    from recipes.common.resuming import INTERRUPTED_EXIT_CODE, install_tied_weights_note, interrupted_message
+    from recipes.common.resuming import INTERRUPTED_EXIT_CODE, interrupted_message
 
     setup_logging()
-    install_tied_weights_note()
     try:
         parsed = parse_recipe_args(dataclass_types, default_config, argv)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import logging
 import re
-import sys
+import weakref
 from pathlib import Path
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
@@ -98,27 +98,14 @@ def tied_partners(model) -> dict[str, list[str]]:
     return {name: [other for other in names if other != name] for names in groups.values() for name in names}
 
 
-def _model_being_loaded():
-    """The model of the trainer that is logging: the frame that called the logger has it as `self.model`.
-
-    A logging filter sees only the message; walking up the calling frames finds the object that logged it.
-    """
-    import torch
-
-    frame = sys._getframe(2)
-    while frame is not None:
-        owner = frame.f_locals.get("self")
-        model = getattr(owner, "model", None) if owner is not None and not isinstance(owner, logging.Filterer) else None
-        if isinstance(model, torch.nn.Module):
-            return model
-        frame = frame.f_back
-    return None
-
-
 class TiedWeightsNote(logging.Filter):
     """Turns transformers' "missing keys in the checkpoint" warning into an INFO note when every missing key
-    is tied to a parameter the checkpoint did hold (saving writes a shared tensor once); any other missing
-    key keeps the warning as it was."""
+    of `model` is tied to a parameter the checkpoint did hold (saving writes a shared tensor once); any other
+    missing key keeps the warning as it was. The model is held weakly: the note never keeps a model alive."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self._model = weakref.ref(model)
 
     def filter(self, record: logging.LogRecord) -> bool:
         match = _MISSING.search(record.getMessage())
@@ -128,7 +115,7 @@ class TiedWeightsNote(logging.Filter):
             missing = [str(key) for key in ast.literal_eval(match.group(1))]
         except (ValueError, SyntaxError):
             return True
-        model = _model_being_loaded()
+        model = self._model()
         if model is None or not missing:
             return True
         partners = tied_partners(model)
@@ -145,8 +132,10 @@ class TiedWeightsNote(logging.Filter):
         return True
 
 
-def install_tied_weights_note() -> None:
-    """Add `TiedWeightsNote` to the trainer's logger, once per process."""
+def note_tied_weights_on_resume(model) -> None:
+    """While `model` resumes from a checkpoint, its tied weights are not reported missing (`TiedWeightsNote`);
+    called by recipes.common.checkpoints.resume_point with the trainer's model, replacing an earlier note."""
     trainer_logger = logging.getLogger(TRAINER_LOGGER)
-    if not any(isinstance(existing, TiedWeightsNote) for existing in trainer_logger.filters):
-        trainer_logger.addFilter(TiedWeightsNote())
+    for existing in [item for item in trainer_logger.filters if isinstance(item, TiedWeightsNote)]:
+        trainer_logger.removeFilter(existing)
+    trainer_logger.addFilter(TiedWeightsNote(model))

@@ -166,7 +166,7 @@ def train_sft(
         callbacks=[RLVRMonitor(output_dir)],  # metrics.jsonl; its GRPO checks need GRPO's metrics and stay quiet
     )
     logger.info("SFT of %s on %d conversations -> %s", model_path, len(conversations), output_dir)
-    trainer.train(resume_from_checkpoint=resume_point(training_args, output_dir))
+    trainer.train(resume_from_checkpoint=resume_point(training_args, output_dir, trainer.model))
 
     save_for_inference(trainer, output_dir, tokenizer, merge_lora, started_from=model_path)
     if trainer.accelerator.is_main_process:
