@@ -1,4 +1,4 @@
-"""Evaluation sets by name, returned in DESIGN.md's row schema.
+"""Evaluation sets by name, returned in the row schema (tasks/schema.py).
 
     aime24, aime25, amc23, math500, gsm8k     Hub datasets, with their field maps
     synthetic:<levels>                       the embedded task's held-out split (e.g. synthetic:5, synthetic:1-8)

@@ -1,4 +1,4 @@
-"""Loading datasets into the row schema of DESIGN.md.
+"""Loading datasets into the row schema, which this docstring defines.
 
 Every row, whatever its source, has `prompt` (chat messages), `answer` (math) or `tests` (code),
 `verifier`, `id`, and optionally `solution`, `difficulty`, `pass_rate`, `source`.

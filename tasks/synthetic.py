@@ -147,7 +147,7 @@ def generate_rows(
     user_template: str = "{problem}",
     require_number: bool = True,
 ) -> list[dict]:
-    """`num_per_level` distinct problems for each level, as rows of DESIGN.md's schema.
+    """`num_per_level` distinct problems for each level, as rows of the schema (tasks/schema.py).
 
     Deterministic for (seed, split, level). Rows: `prompt` (chat messages), `answer` (str), `solution`
     (chain of thought), `id`, `difficulty` (the level), `verifier` ("math"), `source` ("synthetic"),
@@ -185,7 +185,7 @@ def draw_rows(
 
     `draw(rng, level)` makes one problem, `(question, text shown to the model, solution, answer)`; the level's
     random stream is seeded by `rng_key(level)`, so rows are deterministic and a question is in the eval split
-    exactly when `split_of` says so. Rows follow DESIGN.md's schema.
+    exactly when `split_of` says so. Rows follow the schema of tasks/schema.py.
 
     Every answer is an integer, so rows carry `require_number` (rewards.verdicts.REQUIRE_NUMBER), True by
     default: an answer must be a number, not an expression that evaluates to it. Without it, a policy that

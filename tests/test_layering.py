@@ -1,4 +1,4 @@
-"""The dependency rule of DESIGN.md, checked on the source, with no exceptions:
+"""The dependency rule of the packages (README, "Layout"), checked on the source, with no exceptions:
 
     rewards <- tasks <- eval <- data_filters <- recipes <- scripts/
 

@@ -1,4 +1,4 @@
-"""Loading rows into DESIGN.md's schema from the synthetic task, local files, save_to_disk folders,
+"""Loading rows into the row schema (tasks/schema.py) from the synthetic task, local files, save_to_disk folders,
 and the real math sets; errors that name the source, the row and the field."""
 
 from __future__ import annotations
