@@ -2,9 +2,10 @@
 names through SFT, DAPO, two evaluations and a comparison, on a real model's tokenizer and chat template.
 
 Three things stand in for the user's machine: `make real-model` (the real weights come from a package index
-that the suite does not use) copies a 2-layer stand-in with SmolLM2's tokenizer instead, the recipes are given
-`--max_steps 2` (the configs' own budgets are minutes of training), and `.venv/bin/activate` puts this test's
-Python first on PATH. Everything else is the README's text, run by bash.
+that the suite does not use) copies a 2-layer stand-in with SmolLM2's tokenizer instead; the recipes are given
+`--max_steps 2` and GRPO and the evaluations shorter rollouts (the configs' own budgets are minutes of training,
+and a random stand-in never stops before its token limit); `.venv/bin/activate` puts this test's Python first
+on PATH. Everything else is the README's text, run by bash.
 """
 
 from __future__ import annotations
@@ -54,11 +55,14 @@ def test_the_readme_own_data_example_runs_as_written(smol_standin_dir, tmp_path)
     shims = f"""
 make() {{ [ "$1" = real-model ] && mkdir -p artifacts/models && cp -r {standin} artifacts/models/smollm2-135m-instruct; }}
 python() {{
-  case "$1" in
-    recipes/*.py) command python "$@" --max_steps 2 --save_strategy no --logging_steps 1 ;;
+  case "$1 $2" in
+    "recipes/grpo.py "*) command python "$@" $SHORT --per_device_train_batch_size 8 --max_completion_length 32 ;;
+    recipes/*.py*) command python "$@" $SHORT ;;
+    "-m eval.evaluate") command python "$@" --max-new-tokens 32 ;;
     *) command python "$@" ;;
   esac
 }}
+SHORT="--max_steps 2 --save_strategy no --logging_steps 1"
 set -euo pipefail
 """
     result = subprocess.run(
