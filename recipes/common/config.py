@@ -321,9 +321,11 @@ def run_recipe_cli(
 
     Ctrl-C ends with one line naming the last checkpoint and the flag that resumes from it, exit code 130.
     """
+    from recipes.common.library_noise import quiet_library_noise
     from recipes.common.resuming import INTERRUPTED_EXIT_CODE, interrupted_message
 
     setup_logging()
+    quiet_library_noise()  # before anything loads or saves a model (the tiny base built on demand does both)
     try:
         parsed = parse_recipe_args(dataclass_types, default_config, argv)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
