@@ -10,7 +10,8 @@ The three algorithms are three YAML files for this one script: they differ in GR
 config (this recipe's own options: recipes.common.arguments.GRPOScriptArguments), build the trainer
 (recipes.common.grpo_setup: the model, the demo's shipped cold start copied into place if it is missing, the
 rows, the rewards from the registry, the collapse monitor), train (recipes.common.grpo_trainer adds
-dynamic sampling and the curriculum to TRL's trainer), save the model, the tokenizer and a run card.
+dynamic sampling and the curriculum to TRL's trainer, and times each step's phases), save the model, the
+tokenizer and a run card (with `timing`: mean seconds per phase, tokens and FLOP/s over the run).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
 
     set_seed(training_args.seed)
     trainer, monitor, model_path, tokenizer, rows = build_trainer(script_args, training_args, model_args)
-    trainer.train(resume_from_checkpoint=resume_point(training_args, training_args.output_dir))
+    trainer.train(resume_from_checkpoint=resume_point(training_args, training_args.output_dir, trainer.model))
 
     save_for_inference(
         trainer, training_args.output_dir, tokenizer, merge_lora=script_args.merge_lora, started_from=model_path
@@ -58,6 +59,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
                 "final_step": trainer.state.global_step,
                 "processes": trainer.accelerator.num_processes,
                 "distributed": distributed_setup(trainer.accelerator),
+                "timing": trainer.step_timing.summary(),  # recipes.common.step_timing: this process's steps
             },
         )
     logger.info("saved to %s", training_args.output_dir)

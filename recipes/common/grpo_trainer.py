@@ -21,7 +21,11 @@ set from GRPOConfig. What this subclass adds:
 * metrics for the monitor: `groups/std_mean` (the mean within-group std of those rewards, the earliest
   sign of entropy collapse) and `groups/zero_std_frac` (the share of groups without variance);
 * its own state (curriculum estimates, the extra-prompt stream, adaptive sampling's buffer and estimate)
-  saved in each checkpoint and restored with `resume_from_checkpoint`.
+  saved in each checkpoint and restored with `resume_from_checkpoint`;
+* where each step's time goes (recipes.common.step_timing): thin overrides of TRL's methods open a timed
+  phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
+  `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained, so
+  that every step logs `timing_s/*`, `tokens/*` and `perf/*` without a line of TRL's code copied.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
 from recipes.common.dynamic_sampling import DynamicSamplingMixin, Group
+from recipes.common.step_timing import StepTimer, StepTimingCallback
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +71,8 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
         super().__init__(*args, **kwargs)
+        self.step_timing = StepTimer(self.accelerator.device)
+        self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
         unknown = sorted(set(self.variance_rewards or ()) - set(self.reward_func_names))
         if unknown:
             raise ValueError(
@@ -116,7 +123,8 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
     # ------------------------------------------------------------ rewards
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        with self.step_timing.phase("rewards"):
+            rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         weights = self.reward_weights.to(rewards_per_func.device)
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
@@ -165,6 +173,37 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         if not (self.dynamic_sampling and self.model.training):
             return super()._generate_and_score_completions(inputs)
         return self._sample_dynamically(inputs)  # recipes.common.dynamic_sampling
+
+    # ------------------------------------------------------------ step timing (recipes.common.step_timing)
+
+    def training_step(self, model, inputs, num_items_in_batch):
+        # The loss pass and its backward; what input preparation does inside it (generation, rewards,
+        # log-probs) is timed as its own phases and left out of this one.
+        with self.step_timing.phase("forward_backward"):
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    def _prepare_inputs(self, generation_batch):
+        with self.step_timing.phase("prepare"):  # bookkeeping around generation: not a phase of the log
+            return super()._prepare_inputs(generation_batch)
+
+    def _generate(self, prompts):
+        with self.step_timing.phase("generate"):
+            result = super()._generate(prompts)
+        self.step_timing.count("generated", sum(len(ids) for ids in result[1]))  # result[1]: completion ids
+        return result
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        if torch.is_grad_enabled():  # the loss pass's own forward: part of forward_backward
+            return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        with self.step_timing.phase("logprobs"):  # old / reference / buffered sampling log-probs
+            return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if self.step_timing.active and torch.is_grad_enabled():
+            masks = (inputs["prompt_mask"], inputs["completion_mask"])
+            self.step_timing.count("trained", sum(int(mask.sum().item()) for mask in masks))
+            self.step_timing.count("positions", sum(mask.numel() for mask in masks))
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
     # ------------------------------------------------------------ checkpoints
 

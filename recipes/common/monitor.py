@@ -11,7 +11,9 @@ has stopped learning.
   whatever the other rewards do. A length or format reward keeps the loss moving, so nothing else looks
   wrong, but the policy is then trained on length or format alone (a model that never boxes its answer).
 
-Warnings go to the log and into the run card; metrics.jsonl is written whatever `report_to` says. SFT runs
+Every numeric key TRL logs lands in metrics.jsonl, among them the step's time split, token counts and
+FLOP/s (`timing_s/*`, `tokens/*`, `perf/*`: recipes.common.step_timing). Warnings go to the log and into the
+run card; metrics.jsonl is written whatever `report_to` says. SFT runs
 (recipes.common.sft_training) write their metrics.jsonl through this callback too, so that every run can be
 plotted without a checkpoint; the checks read GRPO's metrics only and stay silent there.
 """
