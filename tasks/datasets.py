@@ -75,18 +75,6 @@ def default_user_template(name: str) -> str:
     return PLAIN_USER_TEMPLATE if is_code_set_name(name) or is_synthetic_name(name) else MATH_USER_TEMPLATE
 
 
-def _without_box_instruction(row: dict) -> dict:
-    """A code row loaded under the math default: its last user message without the boxed-answer request."""
-    prompt = [dict(message) for message in row["prompt"]]
-    suffix = MATH_USER_TEMPLATE.replace("{problem}", "")
-    for message in reversed(prompt):
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            if message["content"].endswith(suffix):
-                message["content"] = message["content"][: -len(suffix)]
-            break
-    return {"prompt": prompt}
-
-
 def gsm8k_final_answer(text: str | None) -> str | None:
     """The number after GSM8K's `####` marker, thousands separators removed; None when there is none."""
     if not text:
@@ -110,25 +98,17 @@ def load_eval_dataset(
     `num_rows` keeps the first rows of a real set, or sets the problems per level of `synthetic:`.
     `question_field`, `answer_field` and `field_map` name the columns of a set that is not in the registry
     (a local file or another Hub set), as DataArguments does for the recipes.
-    `user_template=None` (SET_DEFAULT) takes the set's evaluation default (`default_user_template`); the plain
-    `{problem}` default keeps the bare question (data_filters compare questions without any template).
+    `user_template=None` (SET_DEFAULT) takes each row's default, the one the recipes write too (tasks/schema.py:
+    math rows ask for a boxed answer, code rows and the generated tasks keep the question alone; for a whole set,
+    `default_user_template`); the plain `{problem}` default keeps the bare question (data_filters compare
+    questions without any template).
     """
     from tasks.schema import DataArguments, DatasetNotFoundError, load_rows
     from tasks.synthetic import is_synthetic_name
 
     name = name.strip()
-    if user_template is SET_DEFAULT:
-        rows = load_eval_dataset(
-            name, num_rows, system_prompt, default_user_template(name), seed, question_field, answer_field, field_map
-        )
-        if default_user_template(name) == MATH_USER_TEMPLATE and "code" in set(rows["verifier"]):
-            # a local file may hold code rows (rows with tests): they get no request for a box
-            rows = rows.map(
-                lambda row: _without_box_instruction(row) if row["verifier"] == "code" else {}, desc="code prompts"
-            )
-        return rows
     if is_code_set_name(name):
-        return load_code_set(name, num_rows, system_prompt, user_template)
+        return load_code_set(name, num_rows, system_prompt, user_template or PLAIN_USER_TEMPLATE)
     prompts = {"system_prompt": system_prompt, "user_template": user_template}  # the same for every kind of set
     if is_synthetic_name(name):
         args = DataArguments(
