@@ -24,6 +24,18 @@ def _filter_logits(scores, temperature: float, top_p: float, top_k: int | None):
     return scores
 
 
+def inverse_cdf(scores, uniforms, temperature: float, top_p: float = 1.0, top_k: int | None = None):
+    """Each row's token from its uniform draw in [0, 1): the first token whose cumulative probability (after
+    temperature, top-k and top-p) exceeds it. One uniform a row, where torch.multinomial draws one exponential
+    per vocabulary entry (34 ms a step for 32 rows of SmolLM2's 49k vocabulary on one core, against about 3)."""
+    import torch
+
+    probs = torch.softmax(_filter_logits(scores, temperature, top_p, top_k), dim=-1)
+    cumulative = probs.cumsum(dim=-1)
+    tokens = (cumulative < uniforms.to(cumulative.device).unsqueeze(-1)).sum(dim=-1)
+    return torch.minimum(tokens, (probs > 0).long().cumsum(-1).argmax(-1))  # never past the last allowed token
+
+
 class SeededRowSampling:
     """A logits processor that samples each row's next token from that row's own random generator and
     returns a one-hot mask, so that greedy decoding emits exactly the sampled token."""
@@ -34,14 +46,18 @@ class SeededRowSampling:
         self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
 
+    def draw(self, scores, rows=None):
+        """The next token of each row of `scores`; `rows` are their indices among `seeds` (default: all, in
+        order), so that eval.decoding, whose batch loses rows as they finish, draws from each row's own stream."""
+        import torch
+
+        generators = self.generators if rows is None else [self.generators[row] for row in rows.tolist()]
+        uniforms = torch.cat([torch.rand(1, generator=generator) for generator in generators])
+        return inverse_cdf(scores, uniforms, self.temperature, self.top_p, self.top_k)
+
     def __call__(self, input_ids, scores):
         import torch
 
-        probs = torch.softmax(_filter_logits(scores, self.temperature, self.top_p, self.top_k), dim=-1)
-        uniforms = torch.cat([torch.rand(1, generator=generator) for generator in self.generators])
-        # Inverse CDF: the first token whose cumulative probability exceeds the row's uniform draw.
-        cumulative = probs.cumsum(dim=-1)
-        tokens = (cumulative < uniforms.to(cumulative.device).unsqueeze(-1)).sum(dim=-1)
-        tokens = torch.minimum(tokens, (probs > 0).long().cumsum(-1).argmax(-1))  # never past the last allowed token
+        tokens = self.draw(scores)
         chosen = torch.full_like(scores, float("-inf"))
         return chosen.scatter(-1, tokens.unsqueeze(-1), 0.0)

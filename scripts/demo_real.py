@@ -3,6 +3,7 @@
     make demo-real                    # or: python scripts/demo_real.py
     python scripts/demo_real.py --full-weights   # DAPO trains every weight (dapo.yaml), not a LoRA adapter
     python scripts/demo_real.py --fast --model DIR   # plumbing only (the test suite runs it on a stand-in)
+    make demo-real DEMO_ARGS="--seeds 0 1 2"      # DAPO once per training seed from the one cold start
 
 Stages, each the repo's own recipe run as a user runs it (a subprocess with the YAML of
 recipes/configs/smollm2-135m/), each writing a folder under --output-dir (default artifacts/demo-real):
@@ -12,11 +13,14 @@ recipes/configs/smollm2-135m/), each writing a folder under --output-dir (defaul
     dapo    DAPO on problems of 1-3 steps, from the cold start            recipes/grpo.py, dapo_lora.yaml
     eval    base, cold start and DAPO on the same held-out problems, one protocol (eval.yaml)
 
-The base model's evaluation runs beside the cold start (2 cores: one thread each); DAPO then trains as two
-processes (accelerate, recipes/accelerate/multi_cpu.yaml; --processes), and the cold start and DAPO are
-evaluated side by side at the end. The report,
-artifacts/demo-real/report.md, has the pass@k table with bootstrap intervals, pass@1 by level, the
-training curves and the protocol. A stage whose output exists is skipped (--force redoes it).
+Every stage is a job that takes one core per process, and the jobs share --cores (default 2) as soon as
+what they need is done: the base model's evaluation runs beside the cold start; one seed's DAPO trains as
+two processes (accelerate, recipes/accelerate/multi_cpu.yaml; --processes); with --seeds, each seed's DAPO
+is one process, two seeds at a time, and each is evaluated once it is trained. The report,
+artifacts/demo-real/report.md, has the pass@k table with bootstrap intervals, pass@1 by level, each seed's
+paired gain over the cold start and, with several seeds, their mean and the gain pooled over seeds (per
+problem, the mean over seeds of DAPO minus the cold start, bootstrapped over problems), the training curves
+and the protocol. A stage whose output exists is skipped (--force redoes it), so an interrupted run resumes.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ STAGES = {
     "base": "SmolLM2-135M-Instruct (base)",
     "sft": "cold-start SFT (LoRA, merged)",
     "dapo": "DAPO from the cold start",
-}
+}  # with --seeds, one DAPO stage per seed (dapo_stages)
 FAST = {
     "sft": ["--max_steps", "2", "--dataset_num_rows", "8", "--per_device_train_batch_size", "4"],
     "dapo": ["--max_steps", "1", "--dataset_num_rows", "4", "--num_generations", "2", "--max_completion_length",
@@ -67,13 +71,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "step, Adam's first full-size steps on all 135 M weights were noise (README, 'A real model on a CPU')",
     )  # fmt: skip
     parser.add_argument(
-        "--processes", type=int, default=2,
-        help="processes DAPO trains as (accelerate, gloo on a CPU), one OpenMP thread each; the config's "
-        "per-device batch is divided among them, so a step sees the same prompts and samples whatever the count",
+        "--processes", type=int, default=None,
+        help="processes each DAPO run trains as (accelerate, gloo on a CPU), one OpenMP thread each; the config's "
+        "per-device batch is divided among them, so a step sees the same prompts and samples whatever the count "
+        "(default: 2 for one seed, 1 with several, which then train side by side)",
     )  # fmt: skip
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="train DAPO once per seed (--seed k) from the one cold start and report each seed's gain and the "
+        "gain pooled over seeds",
+    )
+    parser.add_argument("--cores", type=int, default=2, help="cores the stages share (one per process)")
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
     parser.add_argument("--force", action="store_true", help="redo every stage even when its output exists")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds lists a seed twice: {args.seeds}")
+    if args.processes is None:
+        args.processes = 1 if args.seeds and len(args.seeds) > 1 else 2
+    if args.processes > args.cores:
+        parser.error(f"--processes {args.processes} is more than --cores {args.cores}")
+    return args
+
+
+def dapo_stages(seeds: list[int] | None) -> dict[str, int]:
+    """DAPO's stage names and their training seeds: `dapo` for seed 0 (the one-seed demo's), dapo_s<k> for others,
+    so that adding seeds to a finished one-seed run trains only the new ones."""
+    return {("dapo" if seed == 0 else f"dapo_s{seed}"): seed for seed in (seeds or [0])}
+
+
+def stage_name(stage: str, seeds: dict[str, int] | None = None) -> str:
+    if seeds and len(seeds) > 1 and stage in seeds:
+        return f"{STAGES['dapo']}, seed {seeds[stage]}"
+    return STAGES.get(stage, stage)
 
 
 def environment() -> dict:
@@ -122,10 +155,49 @@ def finished(folder: Path, marker: str, force: bool) -> bool:
     return (folder / marker).exists() and not force
 
 
+class Job:
+    """One stage's subprocess: it starts when the stages in `after` are done and `cores` cores are free."""
+
+    def __init__(self, name: str, cores: int, after: list[str], start, done=None):
+        self.name, self.cores, self.after, self.start, self.done = name, cores, after, start, done
+        self.process: subprocess.Popen | None = None
+        self.log: Path | None = None
+        self.began = 0.0
+
+
+def run_jobs(jobs: list[Job], cores: int, finished_names: set[str]) -> dict[str, float]:
+    """Run the jobs, each as soon as its predecessors are done and its cores are free, in list order; the
+    minutes each took. A failed job stops the demo (with its log's end) once the running ones are stopped."""
+    pending, running, minutes = list(jobs), [], {}
+    while pending or running:
+        free = cores - sum(job.cores for job in running)
+        for job in list(pending):
+            if job.cores <= max(free, 0) and all(name in finished_names for name in job.after):
+                job.began = time.time()
+                job.process, job.log = job.start()
+                pending.remove(job)
+                running.append(job)
+                free -= job.cores
+        if not running:
+            missing = sorted({name for job in pending for name in job.after} - finished_names)
+            raise SystemExit(f"demo-real: nothing can start; waiting for {missing}")
+        time.sleep(0.2 if all(job.process.poll() is None for job in running) else 0)
+        for job in [job for job in running if job.process.poll() is not None]:
+            running.remove(job)
+            if job.process.returncode != 0:
+                for other in running:
+                    other.process.terminate()
+            wait(job.process, job.name, job.log)
+            if job.done:
+                job.done()
+            finished_names.add(job.name)
+            minutes[job.name] = (time.time() - job.began) / 60
+    return minutes
+
+
 def run(args: argparse.Namespace) -> dict:
     out = args.output_dir
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    timings: dict[str, float] = {}
     start = time.time()
     if args.model is not None:
         base = args.model
@@ -134,56 +206,52 @@ def run(args: argparse.Namespace) -> dict:
 
         base = get_offline_model("smollm2-135m-instruct", args.model_dir)
     dapo_config = CONFIGS / ("dapo.yaml" if args.full_weights else "dapo_lora.yaml")
-    models = {"base": base, "sft": out / "sft", "dapo": out / "dapo"}
-    evaluations: dict[str, tuple[subprocess.Popen, Path]] = {}
-    evaluated: list[str] = []
+    seeds = dapo_stages(args.seeds)
+    models = {"base": base, "sft": out / "sft", **{stage: out / stage for stage in seeds}}
 
-    def evaluate_in_background(stage: str) -> None:
+    def evaluation_job(stage: str, after: list[str]) -> Job | None:
         folder = out / "eval" / stage
         if finished(folder, "done", args.force):
-            return
+            return None
         log = out / "logs" / f"eval_{stage}.log"
-        evaluations[stage] = (evaluation(models[stage], folder, args.fast, log), log)
-        evaluated.append(stage)
+        return Job(
+            f"eval_{stage}", 1, after, lambda: (evaluation(models[stage], folder, args.fast, log), log),
+            lambda: (folder / "done").touch(),
+        )  # fmt: skip
 
-    def train(stage: str, script: str, config: Path, source: Path, processes: int = 1) -> None:
+    def training_job(stage: str, script: str, config: Path, source: str, extra: list[str], processes: int = 1):
         if finished(models[stage], "run_card.json", args.force):
             logger.info("%s: done in %s, skipped", stage, models[stage])
-            return
-        began, log = time.time(), out / "logs" / f"{stage}.log"
-        extra = FAST[stage] if args.fast else []
-        wait(recipe(script, config, source, models[stage], extra, log, processes), stage, log)
-        timings[stage] = (time.time() - began) / 60
+            return None
+        log = out / "logs" / f"{stage}.log"
+        extra = (FAST["sft" if stage == "sft" else "dapo"] if args.fast else []) + extra
+        launch = lambda: (recipe(script, config, models[source], models[stage], extra, log, processes), log)  # noqa: E731
+        return Job(stage, processes, [source] if source != "base" else [], launch)
 
-    def wait_for_evaluations() -> None:
-        for stage, (process, log) in evaluations.items():
-            wait(process, f"evaluation of {stage}", log)
-            (out / "eval" / stage / "done").touch()
-        evaluations.clear()
-
-    sft_beside_dapo = args.processes == 1  # otherwise DAPO's processes take every core
-    evaluate_in_background("base")  # beside the cold start
-    train("sft", "sft.py", CONFIGS / "sft.yaml", base)
-    if sft_beside_dapo:
-        evaluate_in_background("sft")
-    else:
-        wait_for_evaluations()
-    train("dapo", "grpo.py", dapo_config, models["sft"], args.processes)
-    if not sft_beside_dapo:
-        evaluate_in_background("sft")
-    evaluate_in_background("dapo")
-    wait_for_evaluations()
-    if timings or evaluated:  # a rerun that only rewrites the report keeps the last run's wall time
+    jobs = [
+        evaluation_job("base", []),
+        training_job("sft", "sft.py", CONFIGS / "sft.yaml", "base", []),
+        *(training_job(stage, "grpo.py", dapo_config, "sft", ["--seed", str(seed)], args.processes)
+          for stage, seed in seeds.items()),
+        evaluation_job("sft", ["sft"]),
+        *(evaluation_job(stage, [stage]) for stage in seeds),
+    ]  # fmt: skip
+    jobs = [job for job in jobs if job is not None]
+    done_already = {"base"} | {
+        stage for stage in models if stage != "base" and finished(models[stage], "run_card.json", args.force)
+    }
+    timings = run_jobs(jobs, args.cores, done_already) if jobs else {}
+    if timings:  # a rerun that only rewrites the report keeps the last run's wall time
         timings["this run"] = (time.time() - start) / 60
     saved = out / "timings.json"  # minutes per stage, kept across reruns that skip finished stages
     timings = {**(json.loads(saved.read_text()) if saved.is_file() else {}), **timings}
     saved.write_text(json.dumps(timings, indent=1))
-    return {"models": models, "timings": timings, "dapo_config": dapo_config}
+    return {"models": models, "timings": timings, "dapo_config": dapo_config, "dapo_stages": seeds}
 
 
-def stage_results(out: Path) -> dict[str, dict]:
+def stage_results(out: Path, stages: list[str]) -> dict[str, dict]:
     results = {}
-    for stage in STAGES:
+    for stage in stages:
         folder = next((out / "eval" / stage).glob("*/summary.json")).parent
         results[stage] = {
             "summary": json.loads((folder / "summary.json").read_text()),
@@ -203,15 +271,36 @@ def unboxed_reading(samples: list[dict], per_problem: list[dict]) -> float:
     return sum(bool(score.correct) for score in scores) / max(len(scores), 1)
 
 
+def pooled_gain(cold: dict[str, float], runs: list[dict[str, float]]) -> tuple[float, tuple[float, float], int]:
+    """The gain pooled over seeds: per problem, the mean over the DAPO runs of (DAPO - cold start), then its mean
+    over problems with a bootstrap interval over problems (eval.metrics.paired_difference on the per-problem means).
+    The problems are the ones every run and the cold start share."""
+    shared = set(cold).intersection(*runs)
+    pooled = {key: sum(run[key] for run in runs) / len(runs) for key in shared}
+    return paired_difference({key: cold[key] for key in shared}, pooled)
+
+
+def _verdict(low: float, high: float) -> str:
+    if low > 0:
+        return "a gain beyond resampling noise."
+    if high < 0:
+        return "a loss beyond resampling noise."
+    return "the interval holds 0: no difference these problems can show."
+
+
 def write_report(args: argparse.Namespace, run_info: dict, results: dict[str, dict]) -> str:
+    from eval.metrics import mean_std
+
     out = args.output_dir
-    protocol = results["dapo"]["summary"]["protocol"]
+    dapo_runs = run_info["dapo_stages"]
+    first = results[next(iter(dapo_runs))]
+    protocol = first["summary"]["protocol"]
     ks = protocol["k"]
-    levels = sorted({p["difficulty"] for p in results["dapo"]["per_problem"]})
+    levels = sorted({p["difficulty"] for p in first["per_problem"]})
     header = [f"pass@{k}" for k in ks] + [f"maj@{ks[-1]}"] + [f"pass@1, level {level}" for level in levels]
     lines = ["| stage | " + " | ".join(header) + " | boxed | tokens |", "|---" * (len(header) + 3) + "|"]
     table = {}
-    for stage, name in STAGES.items():
+    for stage in ("base", "sft", *dapo_runs):
         summary, per_problem = results[stage]["summary"], results[stage]["per_problem"]
         metrics = summary["metrics"]
         cells = [f"{metrics[f'pass@{k}']['mean']:.3f} [{metrics[f'pass@{k}']['ci95'][0]:.3f}, "
@@ -222,45 +311,63 @@ def write_report(args: argparse.Namespace, run_info: dict, results: dict[str, di
             results[stage]["samples"]
         )
         cells += [f"{boxed:.0%}", f"{summary['mean_tokens']:.0f}"]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {stage_name(stage, dapo_runs)} | " + " | ".join(cells) + " |")
         table[stage] = {"pass@1": metrics["pass@1"], "boxed": boxed}
-    sft, dapo = table["sft"]["pass@1"], table["dapo"]["pass@1"]
-    cleared = dapo["ci95"][0] > sft["ci95"][1]
-    gain, (gain_low, gain_high), paired = paired_difference(
-        *({p["id"]: p["pass@1"] for p in results[stage]["per_problem"]} for stage in ("sft", "dapo"))
-    )
-    table["gain"] = {"mean": gain, "ci95": [gain_low, gain_high], "problems": paired}
+    per_problem = {stage: {p["id"]: p["pass@1"] for p in results[stage]["per_problem"]} for stage in results}
+    sft = table["sft"]["pass@1"]
+    findings = []
+    for stage in dapo_runs:
+        gain, (low, high), paired = paired_difference(per_problem["sft"], per_problem[stage])
+        table[stage]["gain"] = {"mean": gain, "ci95": [low, high], "problems": paired}
+        label = "DAPO" if len(dapo_runs) == 1 else f"DAPO seed {dapo_runs[stage]}"
+        findings.append(
+            f"- {label}: pass@1 {table[stage]['pass@1']['mean']:.3f} against the cold start's {sft['mean']:.3f}; "
+            f"paired on the same {paired} problems, DAPO minus cold start {gain:+.3f} [{low:+.3f}, {high:+.3f}] "
+            "(bootstrap over the per-problem differences, which cancels the problems' own difficulty): "
+            + _verdict(low, high)
+        )
+    if len(dapo_runs) == 1:
+        stage = next(iter(dapo_runs))
+        table["dapo"] = table.pop(stage)
+        table["gain"] = table["dapo"].pop("gain")
+        cleared = table["dapo"]["pass@1"]["ci95"][0] > sft["ci95"][1]
+        findings.insert(0, (
+            "- The separate intervals "
+            + ("do not overlap (DAPO's lower bound is above the cold start's upper bound)." if cleared
+               else "overlap: no gain that this many problems can show apart.")
+        ))  # fmt: skip
+        verdict = {"dapo_cleared_sft": cleared, "paired_gain_above_zero": table["gain"]["ci95"][0] > 0}
+    else:
+        gains = [table[stage]["gain"]["mean"] for stage in dapo_runs]
+        mean, std = mean_std(gains)
+        pooled, (low, high), paired = pooled_gain(per_problem["sft"], [per_problem[stage] for stage in dapo_runs])
+        table["pooled_gain"] = {"mean": pooled, "ci95": [low, high], "problems": paired, "seeds": len(dapo_runs)}
+        table["seed_gains"] = {"mean": mean, "std": std, "values": gains}
+        passes = [table[stage]["pass@1"]["mean"] for stage in dapo_runs]
+        findings.insert(0, (
+            f"- Over {len(dapo_runs)} training seeds ({', '.join(map(str, dapo_runs.values()))}): "
+            f"DAPO pass@1 {mean_std(passes)[0]:.3f} ± {mean_std(passes)[1]:.3f} (mean ± std over seeds), "
+            f"paired gain {mean:+.3f} ± {std:.3f}. Pooled (per problem, the mean over seeds of DAPO minus the "
+            f"cold start, bootstrapped over the {paired} problems): {pooled:+.3f} [{low:+.3f}, {high:+.3f}], "
+            + _verdict(low, high)
+        ))  # fmt: skip
+        verdict = {"pooled_gain_above_zero": low > 0, "every_seed_gains": all(g > 0 for g in gains)}
     unboxed = unboxed_reading(results["base"]["samples"], results["base"]["per_problem"])
     curves = plot_training(
-        {"DAPO from the cold start, levels 1-3": run_info["models"]["dapo"]}, out / "dapo_curves.png"
+        {stage_name(stage, dapo_runs): run_info["models"][stage] for stage in dapo_runs}, out / "dapo_curves.png"
     )
     timings = ", ".join(f"{stage} {minutes:.1f} min" for stage, minutes in run_info["timings"].items())
     report = [
         "# The R1 story on a real model, on a CPU: SmolLM2-135M-Instruct",
         "",
         "Held-out arithmetic word problems (tasks/arithmetic.py, eval split), "
-        f"{results['dapo']['summary']['problems']} problems, levels {levels[0]}-{levels[-1]} (operations per "
+        f"{first['summary']['problems']} problems, levels {levels[0]}-{levels[-1]} (operations per "
         "problem); the cold start trained on levels 1-2, DAPO on 1-3. Brackets: 95% bootstrap intervals over "
         "problems. 'boxed': samples with a \\boxed{} answer the verifier could read.",
         "",
         *lines,
         "",
-        f"- DAPO pass@1 {dapo['mean']:.3f} against the cold start's {sft['mean']:.3f}: "
-        + (
-            "the intervals do not overlap (DAPO's lower bound is above the cold start's upper bound)."
-            if cleared
-            else "the intervals overlap: no gain that this many problems can show."
-        ),  # fmt: skip
-        f"- Paired on the same {paired} problems, DAPO minus cold start: {gain:+.3f} [{gain_low:+.3f}, "
-        f"{gain_high:+.3f}] (bootstrap over the per-problem differences, which cancels the problems' own "
-        "difficulty): "
-        + (
-            "a gain beyond resampling noise."
-            if gain_low > 0
-            else "a loss beyond resampling noise."
-            if gain_high < 0
-            else "the interval holds 0: no difference these problems can show."
-        ),
+        *findings,
         f"- The base model, read with the verifier's unboxed 'Answer: X' fallback (eval.evaluate --answer-fallbacks), "
         f"is right in {unboxed:.1%} of its samples: what it lacks first is the format, which the cold start teaches.",
         f"- DAPO config: {run_info['dapo_config'].relative_to(REPO)}; wall time: {timings}.",
@@ -274,9 +381,7 @@ def write_report(args: argparse.Namespace, run_info: dict, results: dict[str, di
     ]
     text = "\n".join(report) + "\n"
     (out / "report.md").write_text(text)
-    (out / "results.json").write_text(
-        json.dumps({"table": table, "dapo_cleared_sft": cleared, "paired_gain_above_zero": gain_low > 0}, indent=1)
-    )
+    (out / "results.json").write_text(json.dumps({"table": table, **verdict}, indent=1))
     return text
 
 
@@ -286,7 +391,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args = parse_args(argv)
     run_info = run(args)
-    text = write_report(args, run_info, stage_results(args.output_dir))
+    text = write_report(args, run_info, stage_results(args.output_dir, ["base", "sft", *run_info["dapo_stages"]]))
     print(text)
     return json.loads((args.output_dir / "results.json").read_text())
 

@@ -29,7 +29,7 @@ def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir,
     report = (out / "report.md").read_text()
     for name in demo_real.STAGES.values():
         assert name in report
-    assert "Paired on the same" in report
+    assert "paired on the same" in report
     assert "pass@1, level 1" in report and '"n": 2' in report  # the per-level columns and the protocol
     assert (out / "dapo_curves.png").stat().st_size > 1000
     card = json.loads((out / "sft" / "run_card.json").read_text())
@@ -42,6 +42,22 @@ def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir,
     again = demo_real.main(["--fast", "--model", str(smol_standin_dir), "--output-dir", str(out)])
     assert again == results
     assert json.loads((out / "timings.json").read_text()) == timings
+
+    # a second seed beside the first: only its DAPO run and evaluation are new; the report pools the two
+    seeds = demo_real.main(["--fast", "--model", str(smol_standin_dir), "--output-dir", str(out), "--seeds", "0", "1"])
+    timings = json.loads((out / "timings.json").read_text())
+    assert {"dapo_s1", "eval_dapo_s1"} <= set(timings) and (out / "dapo_s1" / "run_card.json").is_file()
+    card = json.loads((out / "dapo_s1" / "run_card.json").read_text())
+    assert card["config"]["training"]["seed"] == 1
+    table = seeds["table"]
+    gains = [table[stage]["gain"]["mean"] for stage in ("dapo", "dapo_s1")]
+    assert table["seed_gains"]["values"] == gains
+    # every run shares the cold start's problems, so the pooled mean is the mean of the seeds' means
+    assert table["pooled_gain"]["mean"] == pytest.approx(sum(gains) / 2)
+    assert table["pooled_gain"]["ci95"][0] <= table["pooled_gain"]["mean"] <= table["pooled_gain"]["ci95"][1]
+    assert table["dapo"]["pass@1"] == results["table"]["dapo"]["pass@1"]  # seed 0's run was reused, not redone
+    report = (out / "report.md").read_text()
+    assert "DAPO from the cold start, seed 1" in report and "Pooled" in report
 
 
 def test_dapo_as_two_processes_splits_the_batch_and_refuses_an_uneven_split(tmp_path, monkeypatch):
@@ -65,3 +81,11 @@ def test_dapo_as_two_processes_splits_the_batch_and_refuses_an_uneven_split(tmp_
     with pytest.raises(SystemExit, match="does not split"):
         demo_real.recipe(*args, processes=per_device + 1)
     assert len(commands) == 2
+
+
+def test_the_pooled_gain_by_hand():
+    cold = {"a": 0.5, "b": 0.5, "c": 0.25}
+    runs = [{"a": 1.0, "b": 0.5, "c": 1.0}, {"a": 0.5, "b": 0.0}]  # c is not in every run: left out
+    # per problem, the mean over runs minus the cold start: a (1.0 + 0.5)/2 - 0.5 = +0.25, b 0.25 - 0.5 = -0.25
+    mean, (low, high), problems = demo_real.pooled_gain(cold, runs)
+    assert problems == 2 and mean == pytest.approx(0.0) and low == pytest.approx(-0.25) and high == pytest.approx(0.25)

@@ -198,6 +198,15 @@ def test_rollout_cost_parses_its_overrides_and_reports_split_bound_and_ratios(tm
     assert command[command.index("--config") + 1] == str(REPO / bench.DEFAULT_CONFIG)
     config = bench.read_config(REPO, args)
     assert config["num_generations"] == 4 and config["per_device_train_batch_size"] == 8
+    config["gradient_accumulation_steps"] = 1  # the figures below: one micro-batch of 8 a step
+    variant = bench.make_parser().parse_args(
+        ["--variant", "plain", "--compact_generation false --steps_per_generation 1"]
+    )
+    assert variant.variant == [["plain", "--compact_generation false --steps_per_generation 1"]]
+    extra = ["--compact_generation", "false", "--steps_per_generation", "1"]
+    assert bench.recipe_command(REPO, args, tmp_path / "model", tmp_path / "out", extra)[-4:] == extra
+    varied = bench.read_config(REPO, args, extra)
+    assert varied["compact_generation"] is False and varied["steps_per_generation"] == 1
 
     runs = {}
     for name, step_time, timing in (("old", 20.0, False), ("new", 10.0, True)):
@@ -222,6 +231,12 @@ def test_rollout_cost_parses_its_overrides_and_reports_split_bound_and_ratios(tm
     assert "ratio to the FLOP bound (step time / (FLOPs / peak)): 2.00x" in report
     assert "ratio per generated completion (new / old s per completion): 0.50x" in report
     assert "ratio per trained completion (new / old s per completion): 0.50x" in report
+    runs_with_variant = {
+        **runs,
+        "plain": {**runs["old"], "summary": {**runs["old"]["summary"], "per_generated": 0.9375, "per_trained": 1.875}},
+    }
+    report = bench.format_report(runs_with_variant, "header")
+    assert "ratio per generated completion (plain / old s per completion): 0.75x" in report
     without_old = bench.format_report({"new": runs["new"]}, "header")
     assert "ratio to the FLOP bound" in without_old and "new / old" not in without_old
     assert bench.main(["--model", str(tmp_path / "absent"), "--old-rev", "none"]) == 2

@@ -120,6 +120,29 @@ class GRPOScriptArguments(DataArguments):
             "for the ablation)."
         },
     )
+    compact_generation: bool = field(
+        default=True,
+        metadata={
+            "help": "Generate with eval.decoding (finished rows leave the batch, a group's prompt is prefilled once) "
+            "instead of transformers' generate, on the transformers path with temperature/top-p/top-k sampling; "
+            "false: TRL's own generate. vLLM and continuous batching are TRL's either way."
+        },
+    )
+    share_prompts: bool = field(
+        default=True,
+        metadata={
+            "help": "Run each prompt of the loss pass once for its group, not once per completion "
+            "(recipes/common/shared_prompt.py; the same log-probs and gradients), with each group kept in one "
+            "micro-batch; false: TRL's pass, every row whole."
+        },
+    )
+    trim_padding: bool = field(
+        default=True,
+        metadata={
+            "help": "Cut each micro-batch's prompt and completion tensors to its own longest row before the loss "
+            "pass (TRL pads them to the longest in the whole generation batch)."
+        },
+    )
     monitor_std_threshold: float = field(
         default=0.05, metadata={"help": "Warn of entropy collapse when the mean group reward std stays below this."}
     )

@@ -99,5 +99,8 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         curriculum=(script_args.curriculum or {}) if script_args.sampler == "pass_rate_weighted" else None,
         accuracy_reward=accuracy[0] if accuracy else "math_accuracy",
         variance_rewards=variance_rewards,
+        compact_generation=script_args.compact_generation,
+        trim_padding=script_args.trim_padding,
+        share_prompts=script_args.share_prompts,
     )
     return BuiltTrainer(trainer, monitor, model_path, tokenizer, rows)

@@ -25,7 +25,12 @@ set from GRPOConfig. What this subclass adds:
 * where each step's time goes (recipes.common.step_timing): thin overrides of TRL's methods open a timed
   phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
   `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained, so
-  that every step logs `timing_s/*`, `tokens/*` and `perf/*` without a line of TRL's code copied.
+  that every step logs `timing_s/*`, `tokens/*` and `perf/*` without a line of TRL's code copied;
+* cheaper rollouts on the transformers path (issue 25's measurements, README "Where a GRPO step's time
+  goes"): `compact_generation` samples with eval.decoding, where a finished row leaves the batch and a
+  group's prompt is prefilled once (TRL's `generate` runs every row until the slowest stops), and
+  `trim_padding` cuts each micro-batch to its own longest prompt and completion (TRL pads every micro-batch
+  to the longest of the whole generation batch).
 """
 
 from __future__ import annotations
@@ -60,8 +65,14 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         curriculum: dict | None = None,
         accuracy_reward: str = "math_accuracy",
         variance_rewards: list[str] | None = None,
+        compact_generation: bool = False,
+        trim_padding: bool = False,
+        share_prompts: bool = False,
         **kwargs,
     ):
+        self.compact_generation = compact_generation
+        self.trim_padding = trim_padding
+        self.share_prompts = share_prompts
         self.dynamic_sampling = dynamic_sampling
         self._init_dynamic_sampling(dynamic_sampling_mode, dynamic_sampling_max_rounds)
         self.curriculum_options = curriculum
@@ -183,8 +194,60 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
             return super().training_step(model, inputs, num_items_in_batch)
 
     def _prepare_inputs(self, generation_batch):
+        buffered = self._buffered_inputs
         with self.step_timing.phase("prepare"):  # bookkeeping around generation: not a phase of the log
-            return super()._prepare_inputs(generation_batch)
+            inputs = super()._prepare_inputs(generation_batch)
+        if self.share_prompts and self.model.training and self._buffered_inputs is not buffered:
+            from recipes.common.shared_prompt import group_micro_batches
+
+            self._buffered_inputs = group_micro_batches(self._buffered_inputs)  # a fresh generation batch
+            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+        if self.trim_padding and self.model.training:
+            inputs = trim_micro_batch(inputs)
+        return inputs
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if not self._compact_generation_applies(images, multimodal_fields):
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
+            )
+        from trl.models import unwrap_model_for_generation
+
+        from eval.decoding import global_sampler, sample_tokens
+
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as unwrapped_model,
+            torch.no_grad(),
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            completion_ids = sample_tokens(
+                unwrapped_model,
+                prompt_ids,
+                max_new_tokens=self.max_completion_length,
+                stop_ids=set(self.eos_token_ids),
+                pad_id=self._tokenizer.pad_token_id,
+                pick=global_sampler(self.temperature, self.top_p, self.top_k),
+            )
+        return completion_ids, None  # no sampling log-probs, as TRL's own transformers path
+
+    def _compact_generation_applies(self, images, multimodal_fields) -> bool:
+        """eval.decoding serves plain-text sampling with temperature, top-p and top-k; anything else is TRL's."""
+        return (
+            self.compact_generation
+            and not self.use_vllm
+            and not self.use_transformers_continuous_batching
+            and not images
+            and not multimodal_fields
+            and self.min_p is None
+            and self.repetition_penalty == 1.0
+            and not self.args.generation_kwargs
+            and self.temperature > 0
+        )
 
     def _generate(self, prompts):
         with self.step_timing.phase("generate"):
@@ -194,15 +257,40 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         if torch.is_grad_enabled():  # the loss pass's own forward: part of forward_backward
+            shared = self._shared_prompt_pass(*args, **kwargs) if self.share_prompts else None
+            if shared is not None:
+                return shared
             return super()._get_per_token_logps_and_entropies(*args, **kwargs)
         with self.step_timing.phase("logprobs"):  # old / reference / buffered sampling log-probs
             return super()._get_per_token_logps_and_entropies(*args, **kwargs)
 
+    def _shared_prompt_pass(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
+        compute_aux_loss=False, **multimodal,
+    ):  # fmt: skip
+        """recipes.common.shared_prompt for a text model's loss pass; None where TRL's own pass must run."""
+        if compute_aux_loss or any(value is not None for value in multimodal.values()):
+            return None
+        from recipes.common.shared_prompt import shared_prompt_logps
+
+        result = shared_prompt_logps(
+            model, input_ids, attention_mask, logits_to_keep, compute_entropy,
+            prefix_model=self.accelerator.unwrap_model(model),
+        )  # fmt: skip
+        return None if result is None else (*result, None)
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         if self.step_timing.active and torch.is_grad_enabled():
             masks = (inputs["prompt_mask"], inputs["completion_mask"])
-            self.step_timing.count("trained", sum(int(mask.sum().item()) for mask in masks))
-            self.step_timing.count("positions", sum(mask.numel() for mask in masks))
+            counts = None
+            if self.share_prompts:  # the tokens the shared pass runs: each prompt once (recipes.common.shared_prompt)
+                from recipes.common.shared_prompt import shared_token_counts
+
+                counts = shared_token_counts(inputs["prompt_ids"], *masks)
+            if counts is None:
+                counts = (sum(int(mask.sum().item()) for mask in masks), sum(mask.numel() for mask in masks))
+            self.step_timing.count("trained", counts[0])
+            self.step_timing.count("positions", counts[1])
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
     # ------------------------------------------------------------ checkpoints
@@ -243,3 +331,37 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         if buffer and os.path.exists(buffer):
             saved = torch.load(buffer, map_location=self.accelerator.device, weights_only=False)
             self._buffer = [Group(**fields) for fields in saved]
+
+
+# The per-token tensors of a GRPO micro-batch: prompt columns (left-padded) and completion columns (right-padded).
+PROMPT_COLUMNS = ("prompt_ids", "prompt_mask")
+COMPLETION_COLUMNS = (
+    "completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps",
+    "importance_sampling_ratio", "tool_mask",
+)  # fmt: skip
+
+
+def trim_micro_batch(inputs: dict) -> dict:
+    """The micro-batch with the prompt columns that are padding in every row cut from the left and the completion
+    columns that are padding in every row cut from the right; the loss is unchanged (the cut columns are masked).
+
+    Left untouched when the batch holds a per-token tensor of another kind (a multimodal model's), whose layout
+    this does not know.
+    """
+    if any(
+        isinstance(value, torch.Tensor) and value.dim() >= 2 and key not in PROMPT_COLUMNS + COMPLETION_COLUMNS
+        for key, value in inputs.items()
+    ):
+        return inputs
+    trimmed = dict(inputs)
+    prompt_mask, completion_mask = inputs["prompt_mask"], inputs["completion_mask"]
+    first = int(prompt_mask.any(dim=0).int().argmax()) if prompt_mask.any() else 0
+    used = completion_mask.any(dim=0).nonzero()
+    width = int(used[-1]) + 1 if len(used) else 1
+    for key in PROMPT_COLUMNS:
+        trimmed[key] = inputs[key][:, first:]
+    for key in COMPLETION_COLUMNS:
+        value = inputs.get(key)
+        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[1] == completion_mask.shape[1]:
+            trimmed[key] = value[:, :width]
+    return trimmed

@@ -3,6 +3,7 @@
     python scripts/bench/rollout_cost.py [--old-rev 4f69dde | --old-rev none] [--steps 2] [--model DIR]
         [--config recipes/configs/smollm2-135m/dapo_lora.yaml] [--max-completion-length N]
         [--num-generations G] [--per-device-train-batch-size B] [--cached-peak]
+        [--variant NAME "--flag value ..."]...
 
 Each revision runs `recipes/grpo.py` with the config for `--steps` optimizer steps in its own process: the
 working tree as "new", and `git archive <old-rev>` of the repository in a temporary folder as "old" (each
@@ -14,6 +15,8 @@ completion generated and per completion trained, and the process's peak RSS (its
 revision also its phase split (`timing_s/*`), tokens, FLOPs and the ratio of its step time to the FLOP
 bound (FLOPs / the fp32 matmul peak: recipes.common.step_timing), the peak measured again before the runs
 (this process has the runs' thread count) unless --cached-peak, since a cached one may date from a busy spell.
+Each `--variant NAME FLAGS` runs the working tree once more with those recipe flags appended (e.g. one
+change switched off), so that what each change buys is measured in the same run as the rest.
 
 --model defaults to the demo-real cold start (artifacts/demo-real/sft) when it exists, else the base
 model (artifacts/models/smollm2-135m-instruct: scripts/get_model.py gets it).
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -55,6 +59,14 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num-generations", type=int, default=None)
     parser.add_argument("--per-device-train-batch-size", type=int, default=None)
     parser.add_argument(
+        "--variant",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "FLAGS"),
+        help="also run the working tree with these recipe flags appended (repeatable)",
+    )
+    parser.add_argument(
         "--cached-peak", action="store_true", help="use the cached matmul peak (default: measure it again first)"
     )
     return parser
@@ -68,18 +80,22 @@ def extract_rev(rev: str, target: Path) -> Path:
     return target
 
 
-def read_config(root: Path, args: argparse.Namespace) -> dict:
-    """The config as the run will see it: the revision's YAML with this command's overrides."""
+def read_config(root: Path, args: argparse.Namespace, extra: list[str] = ()) -> dict:
+    """The config as the run will see it: the revision's YAML with this command's overrides and `extra` flags."""
     import yaml
 
     config = yaml.safe_load((root / args.config).read_text()) or {}
     for name in OVERRIDES:
         if getattr(args, name) is not None:
             config[name] = getattr(args, name)
+    for flag, value in zip(extra[::2], extra[1::2], strict=False):  # flag, value pairs
+        config[flag.removeprefix("--")] = yaml.safe_load(value)
     return config
 
 
-def recipe_command(root: Path, args: argparse.Namespace, model: Path, output_dir: Path) -> list[str]:
+def recipe_command(
+    root: Path, args: argparse.Namespace, model: Path, output_dir: Path, extra: list[str] = ()
+) -> list[str]:
     command = [
         sys.executable, str(root / "recipes" / "grpo.py"), "--config", str(root / args.config),
         "--model_name_or_path", str(model), "--output_dir", str(output_dir), "--max_steps", str(args.steps),
@@ -88,7 +104,7 @@ def recipe_command(root: Path, args: argparse.Namespace, model: Path, output_dir
     for name in OVERRIDES:
         if getattr(args, name) is not None:
             command += [f"--{name}", str(getattr(args, name))]
-    return command
+    return command + list(extra)
 
 
 def run_recipe(root: Path, command: list[str], log: Path) -> dict:
@@ -190,23 +206,28 @@ def format_report(runs: dict, header: str) -> str:
             )
             lines.append(f"ratio to the FLOP bound (step time / (FLOPs / peak)): {step / bound:.2f}x")
     old = runs.get("old")
-    if new and old and old["summary"]["per_generated"] and new["summary"]["per_generated"] is not None:
-        for kind in ("generated", "trained"):
-            ratio = new["summary"][f"per_{kind}"] / old["summary"][f"per_{kind}"]
-            lines.append(f"ratio per {kind} completion (new / old s per completion): {ratio:.2f}x")
+    if old and old["summary"]["per_generated"]:
+        for name, run in runs.items():
+            if name == "old" or run["summary"]["per_generated"] is None:
+                continue
+            for kind in ("generated", "trained"):
+                ratio = run["summary"][f"per_{kind}"] / old["summary"][f"per_{kind}"]
+                lines.append(f"ratio per {kind} completion ({name} / old s per completion): {ratio:.2f}x")
     return "\n".join(lines)
 
 
-def run_revision(name: str, root: Path, args: argparse.Namespace, model: Path, scratch: Path) -> dict:
+def run_revision(
+    name: str, root: Path, args: argparse.Namespace, model: Path, scratch: Path, extra: list[str] = ()
+) -> dict:
     output_dir = scratch / f"run-{name}"
     log = scratch / f"{name}.log"
-    print(f"== {name}: {root} (log {log})", flush=True)
-    result = run_recipe(root, recipe_command(root, args, model, output_dir), log)
+    print(f"== {name}: {root} {' '.join(extra)} (log {log})", flush=True)
+    result = run_recipe(root, recipe_command(root, args, model, output_dir, extra), log)
     if result["returncode"] != 0:
         tail = log.read_text()[-3000:]
         raise RuntimeError(f"{name} failed (exit {result['returncode']}); the end of its log:\n{tail}")
     records = step_records(output_dir / "metrics.jsonl")
-    result["summary"] = summarise(records, read_config(root, args))
+    result["summary"] = summarise(records, read_config(root, args, extra))
     return result
 
 
@@ -234,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs["old"] = run_revision("old", old_root, args, model, scratch)
             except RuntimeError as error:  # the comparison is lost, not the new revision's figures
                 print(error, file=sys.stderr)
+        for name, flags in args.variant:
+            runs[name] = run_revision(name, REPO, args, model, scratch, shlex.split(flags))
         runs["new"] = run_revision("new", REPO, args, model, scratch)
     overrides = ", ".join(f"{name} {getattr(args, name)}" for name in OVERRIDES if getattr(args, name) is not None)
     header = (

@@ -1,0 +1,136 @@
+"""Batched sampling that stops paying for a row once it has finished, and prefills a repeated prompt once.
+
+transformers' `generate` keeps every row of a batch in every decoding step until the last row stops: a row
+that wrote its answer and EOS in 40 tokens is still pushed through the model, as padding, for as long as
+its slowest neighbour rambles (up to `max_new_tokens`). On a CPU a decoding step costs about the same per
+row whether the row is live or finished, so a batch whose completions average 40 tokens and reach 128 pays
+about three times its work. It also prefills a prompt once per sample, though a GRPO group (or eval's n
+samples of one problem) repeats the same prompt several times.
+
+`sample_tokens` is the loop without either waste, on any causal LM of transformers (a PEFT model too):
+
+* the distinct prompts are prefilled once (one left-padded batch) and the KV cache is expanded to the
+  rows by index (`DynamicCache.batch_select_indices`), so a group of G samples costs one prefill;
+* after every step the rows that emitted a stop token (or reached `max_new_tokens`) leave the batch: the
+  cache, the attention mask and the positions are cut to the live rows;
+* positions come from the attention mask (left padding), as `generate` computes them, so greedy decoding
+  gives `generate`'s tokens (tests/test_decoding.py checks it on the tiny model and a LoRA model).
+
+The next token of the live rows is chosen by a `pick(logits, rows)` callback: `rows` are the live rows'
+indices in the original batch, so a sampler with one random stream per row (eval.row_sampling) keeps
+drawing from the right stream as rows leave. `global_sampler` draws from torch's global generator, as
+`generate(do_sample=True)` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+Pick = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def global_sampler(temperature: float, top_p: float = 1.0, top_k: int | None = None) -> Pick:
+    """Temperature / top-k / top-p sampling from torch's global random stream (greedy at temperature 0), by
+    inverse CDF: one uniform a row (eval.row_sampling.inverse_cdf)."""
+    from eval.row_sampling import inverse_cdf
+
+    def pick(logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if temperature == 0:
+            return logits.argmax(dim=-1)
+        return inverse_cdf(logits, torch.rand(logits.shape[0]), temperature, top_p, top_k)
+
+    return pick
+
+
+def _left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(ids) for ids in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, tokens in enumerate(sequences):
+        if tokens:
+            ids[row, width - len(tokens) :] = torch.tensor(list(tokens), dtype=torch.long)
+            mask[row, width - len(tokens) :] = 1
+    return ids, mask
+
+
+@torch.no_grad()
+def sample_tokens(
+    model,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    stop_ids: set[int] | Sequence[int],
+    pad_id: int,
+    pick: Pick,
+) -> list[list[int]]:
+    """The generated token ids of each prompt (one row each), the stop token included when one was emitted.
+
+    `prompts` are token ids (no padding). Rows with the same prompt share one prefill. The model is run in
+    eval mode (dropout off) and put back as it was.
+    """
+    if not prompts:
+        return []
+    if any(len(ids) == 0 for ids in prompts):
+        raise ValueError("sample_tokens: every prompt needs at least one token")
+    device = next(model.parameters()).device
+    stops = torch.tensor(sorted(set(stop_ids)), dtype=torch.long, device=device)
+    distinct: dict[tuple[int, ...], int] = {}
+    for ids in prompts:
+        distinct.setdefault(tuple(ids), len(distinct))
+    expand = torch.tensor([distinct[tuple(ids)] for ids in prompts], dtype=torch.long, device=device)
+
+    was_training = model.training
+    model.eval()
+    try:
+        input_ids, mask = (tensor.to(device) for tensor in _left_pad(list(distinct), pad_id))
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        from transformers import DynamicCache
+
+        cache = DynamicCache()
+        out = model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits = out.logits[:, -1, :].index_select(0, expand)
+        if len(distinct) < len(prompts):
+            cache.batch_select_indices(expand)
+        mask = mask.index_select(0, expand)
+        next_position = positions[:, -1].index_select(0, expand) + 1
+
+        live = torch.arange(len(prompts), device=device)  # original row of each row still in the batch
+        generated: list[list[int]] = [[] for _ in prompts]
+        for step in range(max_new_tokens):
+            tokens = pick(logits, live)
+            for row, token in zip(live.tolist(), tokens.tolist(), strict=True):
+                generated[row].append(token)
+            if step == max_new_tokens - 1:
+                break
+            keep = ~torch.isin(tokens, stops)
+            if not bool(keep.all()):
+                if not bool(keep.any()):
+                    break
+                kept = keep.nonzero().squeeze(-1)
+                live, tokens, mask, next_position = (
+                    t.index_select(0, kept) for t in (live, tokens, mask, next_position)
+                )
+                cache.batch_select_indices(kept)
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=-1)
+            out = model(
+                input_ids=tokens.unsqueeze(-1),
+                attention_mask=mask,
+                position_ids=next_position.unsqueeze(-1),
+                cache=cache,
+                use_cache=True,
+            )
+            logits = out.logits[:, -1, :]
+            next_position = next_position + 1
+        return generated
+    finally:
+        if was_training:
+            model.train()
