@@ -4,10 +4,10 @@ A completion's program is the last fenced block of the language (```python ... `
 fenced block. It runs in the sandbox (rewards.sandbox) against the row's `tests` (rewards.code_tests):
 stdin/stdout cases, one `run_python` per case, its output compared here; or assert-style tests, one
 `run_judged` per completion, the tests run by the trusted judge outside the sandbox, the solution's
-functions called inside it with plain data (see rewards/sandbox_judge.py). Runs go through a thread pool
+functions called inside it with plain data (see rewards/sandbox/judge.py). Runs go through a thread pool
 of `max_concurrency` workers; each run is a separate, isolated process with its own hard timeout, so one
 hostile program cannot hang or slow the others beyond its own limits. The default, and the most, is the
-sandbox's process-wide limit (rewards.sandbox_process.max_runs: the cores this process may use, each run
+sandbox's process-wide limit (rewards.sandbox.process.max_runs: the cores this process may use, each run
 holding one), which also holds across reward calls made at once: a run's wall-clock ceiling is half a
 second above its CPU timeout, so a correct program beside CPU hogs must get a core of its own.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from rewards.code_tests import AssertTests, StdioTests, outputs_match, parse_tests
 from rewards.registry import register
 from rewards.sandbox import run_judged, run_python
-from rewards.sandbox_process import max_runs
+from rewards.sandbox.process import max_runs
 from rewards.text import completion_text
 
 logger = logging.getLogger(__name__)
@@ -246,7 +246,7 @@ def _reward(name: str, score, **options):
     return reward
 
 
-@register("code_pass_rate")
+@register("code_pass_rate", accuracy=True)
 def make_code_pass_rate(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
@@ -268,7 +268,7 @@ def make_code_pass_rate(
     )
 
 
-@register("code_binary")
+@register("code_binary", accuracy=True)
 def make_code_binary(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,

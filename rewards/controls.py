@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 
 from rewards.math import MAX_ANSWER_CHARS, final_segment
-from rewards.math_answers import answer_boxes, final_group, tidy
-from rewards.math_compare import distinct, lists_alternatives
+from rewards.math.answers import answer_boxes, final_group, tidy
+from rewards.math.compare import distinct, lists_alternatives
 from rewards.registry import register
 from rewards.text import column, completion_text
 

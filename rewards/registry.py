@@ -10,7 +10,10 @@ parameters and returns such a function, so a recipe's YAML can say
       - {name: math_accuracy, weight: 1.0}
       - {name: overlong, weight: 1.0, max_len: 4096, buffer: 1024}
 
-and `build_rewards` returns the functions and weights for TRL's GRPOTrainer. An unknown name or
+and `build_rewards` returns the functions and weights for TRL's GRPOTrainer. A reward module registers its
+factories with `@register(name)`, and `@register(name, accuracy=True)` for a verifier's verdict; the registry
+finds the modules itself (every module of this package but the sandbox and the math-verify worker), so a new
+reward is one decorated factory in a module under rewards/, with no list to edit. An unknown name or
 parameter is an error that lists what exists and suggests the nearest spelling; `check_reward_specs`
 runs the same checks (and the parameters' types) as the config is parsed, so that a mistake in the list is
 one line naming the entry before any model loads.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import os
 import re
 import types
 import typing
@@ -29,21 +33,30 @@ from collections.abc import Callable
 RewardFn = Callable[..., list]
 
 _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
-# Modules whose import registers the built-in rewards (imported on first lookup, so that importing
-# one reward module does not import them all).
-_BUILTIN_MODULES = ("rewards.math", "rewards.format", "rewards.shaping", "rewards.controls", "rewards.code")
+# The rewards registered with accuracy=True: a verifier's verdict ("is it correct"), as opposed to shaping
+# (length, format) or controls. A group's variance for DAPO's dynamic sampling, the curriculum's pass rates and
+# the monitor's "accuracy never changes" warning are read from these.
+_ACCURACY: set[str] = set()
+
+# Where the built-in rewards are found: every module of this package, imported on first lookup (so that
+# importing one reward module does not import them all), except these and what is under them. The sandbox
+# registers no reward and half of it is files that its launcher runs by path, in a child process; the worker
+# is the entry point of a math-verify subprocess.
+_NOT_REWARD_MODULES = ("rewards.sandbox", "rewards.math.worker")
+_builtins_loaded = False
 
 
-# The rewards that are a verifier's verdict ("is it correct"), as opposed to shaping (length, format) or
-# controls. A group's variance for DAPO's dynamic sampling, the curriculum's pass rates and the monitor's
-# "accuracy never changes" warning are read from these.
-ACCURACY_REWARDS = ("math_accuracy", "code_pass_rate", "code_binary")
+def accuracy_rewards() -> tuple[str, ...]:
+    """The names of every reward registered with accuracy=True, sorted."""
+    _load_builtins()
+    return tuple(sorted(_ACCURACY))
 
 
 def accuracy_reward_names(specs: list) -> list[str]:
     """The accuracy rewards among a YAML list of reward specs, in order."""
+    accuracy = accuracy_rewards()
     names = [spec if isinstance(spec, str) else spec.get("name") for spec in specs]
-    return [name for name in names if name in ACCURACY_REWARDS]
+    return [name for name in names if name in accuracy]
 
 
 class RewardConfigError(ValueError):
@@ -60,25 +73,54 @@ def _did_you_mean(word: str, options) -> str:
     return f"; did you mean {close[0]!r}? " if close else "; "
 
 
-def register(name: str):
-    """Decorator: register `factory(**params) -> reward function` under `name`."""
+def register(name: str, accuracy: bool = False):
+    """Decorator: register `factory(**params) -> reward function` under `name`; `accuracy=True` makes it an
+    accuracy reward (a verifier's verdict), which dynamic sampling, the curriculum and the monitor read."""
 
     def decorator(factory):
         if name in _FACTORIES and _FACTORIES[name] is not factory:
             raise ValueError(f"a reward named {name!r} is already registered")
         _FACTORIES[name] = factory
+        if accuracy:
+            _ACCURACY.add(name)
+        else:
+            _ACCURACY.discard(name)
         return factory
 
     return decorator
 
 
+def unregister(name: str) -> None:
+    """Forget the reward registered as `name` (a test's own, say); nothing if there is none."""
+    _FACTORIES.pop(name, None)
+    _ACCURACY.discard(name)
+
+
+def _reward_modules(path: list[str], prefix: str) -> list[str]:
+    """The modules under the package folders `path`, named with `prefix`, but _NOT_REWARD_MODULES; found on
+    disk, so that no package is imported to list what it holds."""
+    import pkgutil  # here: importing the registry stays as cheap as before
+
+    found = []
+    for info in pkgutil.iter_modules(path, prefix):
+        if info.name in _NOT_REWARD_MODULES:
+            continue
+        found.append(info.name)
+        if info.ispkg:
+            folder = os.path.join(info.module_finder.path, info.name.rpartition(".")[2])
+            found += _reward_modules([folder], info.name + ".")
+    return found
+
+
 def _load_builtins() -> None:
-    for module in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name != module:  # a missing dependency inside the module is a real error
-                raise
+    """Import every module of the package that may register a reward, once."""
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    package = importlib.import_module("rewards")
+    for module in _reward_modules(list(package.__path__), "rewards."):
+        importlib.import_module(module)
+    _builtins_loaded = True
 
 
 def available_rewards() -> list[str]:

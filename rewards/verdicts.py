@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 VERIFIERS = ("math", "code")
 DEFAULT_VERIFIER = "math"  # a row with no `verifier` (or an empty one) is a math row
-# A math row's column that asks for a number literal where its gold is a number (rewards.math_literal).
+# A math row's column that asks for a number literal where its gold is a number (rewards.math.literal).
 REQUIRE_NUMBER = "require_number"
 _YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 

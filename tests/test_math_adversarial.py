@@ -47,7 +47,7 @@ def test_the_whole_corpus_as_one_reward_batch():
             assert score == 1.0, row["name"]
 
 
-# Expressions dressed up to pass for the number 12 under `require_number` (a reader of rewards/math_literal.py
+# Expressions dressed up to pass for the number 12 under `require_number` (a reader of rewards/math/literal.py
 # would try these): spacing, wrappers, unicode operators, labels, units, separators, equations.
 SMUGGLED_NUMBERS = [
     "7+5",

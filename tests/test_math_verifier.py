@@ -1,4 +1,4 @@
-"""rewards/math.py: extraction, anti-hacking rules, exact numbers, unreadable golds, the reward function,
+"""rewards.math: extraction, anti-hacking rules, exact numbers, unreadable golds, the reward function,
 and calls from threads and from daemonic worker processes."""
 
 from __future__ import annotations

@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 from rewards import code as code_reward
-from rewards import sandbox_cgroup, sandbox_process
 from rewards.code import verify_code_batch
+from rewards.sandbox import cgroup as sandbox_cgroup
+from rewards.sandbox import process as sandbox_process
 from rewards.sandbox import run_judged, run_python
-from rewards.sandbox_protocol import MAX_MESSAGE_BYTES
+from rewards.sandbox.protocol import MAX_MESSAGE_BYTES
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 1.0

@@ -27,7 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rewards import sandbox_cgroup, sandbox_process
+from rewards.sandbox import cgroup as sandbox_cgroup
+from rewards.sandbox import process as sandbox_process
 from rewards.sandbox import run_judged, run_python
 from tests.support.sandbox_checks import TOKEN_VARIABLE, outside_directory, processes_with_token, require_namespaces
 

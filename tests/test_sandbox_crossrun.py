@@ -258,7 +258,7 @@ def test_a_runs_uid_does_not_count_the_processes_before_it():
 
 
 def test_without_libseccomp_runs_are_refused_unless_waived(monkeypatch, caplog):
-    from rewards import sandbox_seccomp
+    from rewards.sandbox import seccomp as sandbox_seccomp
 
     def missing():
         raise sandbox_seccomp.SeccompUnavailableError("libseccomp.so.2 is not installed")
@@ -277,7 +277,7 @@ def test_without_libseccomp_runs_are_refused_unless_waived(monkeypatch, caplog):
 def test_every_file_of_the_root_is_a_private_tmpfs_copy():
     """No page of a shared disk file is inside: whether it is cached would be a bit that outlives the run."""
     require_namespaces()
-    from rewards import sandbox_root
+    from rewards.sandbox import root as sandbox_root
 
     if why := sandbox_root._copy_possible():
         pytest.skip(f"no private copy can be made here: {why}")
@@ -304,7 +304,7 @@ def _filesystem(path: str) -> str:
 def test_a_filter_that_cannot_be_installed_stops_the_run_loudly(monkeypatch):
     """Not a run that ends in an error (every program would score 0 and training would go on): an exception."""
     require_namespaces()
-    from rewards import sandbox_seccomp
+    from rewards.sandbox import seccomp as sandbox_seccomp
 
     monkeypatch.setattr(sandbox_seccomp, "_compiled", {"filter": b"\x00" * 8, "keyctl": None})  # no RET: refused
     with pytest.raises(SandboxUnavailableError, match="cannot install the seccomp filter"):
@@ -313,7 +313,7 @@ def test_a_filter_that_cannot_be_installed_stops_the_run_loudly(monkeypatch):
 
 def test_without_a_place_for_the_copy_the_host_files_are_bound_and_a_warning_says_so(monkeypatch, caplog):
     require_namespaces()
-    from rewards import sandbox_root
+    from rewards.sandbox import root as sandbox_root
 
     monkeypatch.setattr(sandbox_root, "SNAPSHOT_PARENT", "/nonexistent-rlvr-shm")
     monkeypatch.setattr(sandbox_root, "_snapshots", {})

@@ -304,9 +304,10 @@ def test_an_unprivileged_user_gets_the_same_containment(world):
         package = module_dir / "rewards"
         package.mkdir()
         (package / "__init__.py").write_text("")
-        for source in Path(sandbox.__file__).parent.glob("sandbox*.py"):  # standard library only
-            shutil.copy(source, package / source.name)
-        for path in (module_dir, package):
+        shutil.copytree(
+            Path(sandbox.__file__).parent, package / "sandbox", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        for path in (module_dir, package, package / "sandbox"):  # the sandbox package: standard library only
             path.chmod(0o755)
         names = ["fork_bomb", "write_outside", "delete_outside", "detached_child", "connect_listener", "kill_parent"]
         programs = {name: hostile_code(name, world) for name in names}

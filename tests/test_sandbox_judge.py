@@ -17,7 +17,7 @@ import tracemalloc
 import pytest
 
 from rewards.sandbox import run_judged
-from rewards.sandbox_protocol import (
+from rewards.sandbox.protocol import (
     MAX_INT_BITS,
     MAX_MESSAGE_BYTES,
     NotPlainData,

@@ -32,7 +32,7 @@ if str(REPO) not in sys.path:  # run as a script from a checkout that is not ins
     sys.path.insert(0, str(REPO))
 
 from rewards.math import math_accuracy, start_workers, verify, verify_batch  # noqa: E402
-from rewards.math_pool import shared_pool  # noqa: E402
+from rewards.math.pool import shared_pool  # noqa: E402
 from scripts.bench.adversarial_corpus import load_corpus  # noqa: E402
 from scripts.bench.written_solutions import math_solutions, one_edit  # noqa: E402
 

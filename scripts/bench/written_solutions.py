@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewards.math_answers import answer_boxes
+from rewards.math.answers import answer_boxes
 
 _COMMAND = re.compile(r"\\[a-zA-Z]+")
 

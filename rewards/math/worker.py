@@ -1,6 +1,6 @@
 """A math-verify worker process: reads (gold, answer) pairs as JSON lines on stdin, writes verdicts on stdout.
 
-Started by rewards.math_pool, never by hand. math-verify's own timeouts use `signal.alarm`, which only
+Started by rewards.math.pool, never by hand. math-verify's own timeouts use `signal.alarm`, which only
 works in the main thread and still lets one expression cost seconds; here they are switched off and the
 parent enforces a hard deadline per item by killing this process, which is why it runs alone.
 """
@@ -63,7 +63,7 @@ def main() -> None:
         return
     # LaTeX only, without math-verify's unit stripping: its expression fallback reads the last number of a
     # text it cannot parse ("2" of `2007 + \\frac\\pi 2`), and its unit list eats letters ("2s" -> 2,
-    # "a + b + c" -> nothing). rewards.math_answers.tidy removes units written in words before this.
+    # "a + b + c" -> nothing). rewards.math.answers.tidy removes units written in words before this.
     normalization = NormalizationConfig(
         basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False
     )

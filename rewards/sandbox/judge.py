@@ -7,7 +7,7 @@ integers that all hash alike, a reply of 8 MB) counts against the run's CPU time
 reply fails the case within the run's budget instead of costing the caller. It runs the
 row's setup and cases (HumanEval's `check(candidate)`, MBPP's asserts) with every function of the
 solution that they call replaced by a proxy: calling it sends the arguments as plain data down a pipe
-to the server in the sandbox (`sandbox_protocol.serve`), which calls the solution's function and sends
+to the server in the sandbox (protocol.py's `serve`), which calls the solution's function and sends
 back the return value, also as plain data. So the test code, its expected values and the comparison
 never exist in the program's process, memory or file system; there is no nonce to steal and no
 result-reporting function to call; and a returned object can only be a fresh built-in value made here.
@@ -20,7 +20,7 @@ What cannot be judged this way: tests that need the solution's objects themselve
 class, a generator, an argument the solution was meant to change in place). Their cases fail for every
 solution; such rows belong in stdin/stdout form. All 164 HumanEval problems are plain data both ways.
 
-Standard library only, like the launcher that imports it.
+Standard library only, like the launcher that imports it (as sandbox_judge, and protocol.py as sandbox_protocol).
 """
 
 from __future__ import annotations

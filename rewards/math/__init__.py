@@ -5,26 +5,26 @@ so a training signal and an evaluation number cannot disagree about what "correc
 
 Order of decisions for one completion:
 1. extraction, after the last `</think>` (a reasoning that opens `<think>` and never closes it has no
-   final answer): the boxes that state the final answer, by rewards.math_answers' rule: the last box
+   final answer): the boxes that state the final answer, by rewards.math.answers' rule: the last box
    and the boxes stated together with it; earlier boxes followed by more work are steps and do not count.
    Optional fallbacks, off by default: the last unboxed "the answer is X" / "Answer: X" statement, with
-   hedged statements scoring 0 (rewards.math_statements);
+   hedged statements scoring 0 (rewards.math.statements);
 2. anti-hacking, each with its reason: boxes stated together must all equal the gold *by value*, so
    "\\boxed{3} or \\boxed{4}" scores 0 whichever is right, while "\\boxed{-b+2}, or \\boxed{2 - b}" is
    one answer; alternatives inside one box when the gold is one value ("3 or 4", "41, 42, 43",
    "\\pm 2"), an empty or absurdly long answer, and look-alike (non-ASCII) digits are all incorrect;
    with `require_number` (per row, or for a whole batch), an answer to a gold that is a number must be a
-   number literal, not an expression that evaluates to it (rewards.math_literal): `\\boxed{7+5}` for 12 is
+   number literal, not an expression that evaluates to it (rewards.math.literal): `\\boxed{7+5}` for 12 is
    incorrect, "an expression, not a number" (checked after the comparison, so a wrong answer keeps its reason);
-3. local decisions, in this process and without sympy (rewards.math_compare): exact numbers (integers,
+3. local decisions, in this process and without sympy (rewards.math.compare): exact numbers (integers,
    decimals, fractions, powers, factorials: rewards.exact; every AIME answer), multiple-choice letters,
    numerals in a base, rejections of a number against variables, several values or a constant far from
    it (rewards.approx), and an answer written as a gold known to parse (a gold's first real comparison
    tells, once per gold);
 4. everything else goes to math-verify (gold first, LaTeX wrapped in `$...$`) in worker processes with a
-   hard deadline per item (rewards.math_pool), through a cache keyed on (gold, answer).
+   hard deadline per item (rewards.math.pool), through a cache keyed on (gold, answer).
 
-A gold is scored only when it parses *as a whole* once tidied (rewards.math_answers.tidy: `\\phantom`,
+A gold is scored only when it parses *as a whole* once tidied (rewards.math.answers.tidy: `\\phantom`,
 trailing punctuation, a `\\text{}` wrapper, a unit in words); otherwise `correct=None` with the reason,
 never a comparison with a fragment of it (math-verify alone reads `2007 + \\frac\\pi 2` as "2").
 An equation between two constants (`0.56 = 56\\%`) is compared side by side; other equations go to
@@ -39,8 +39,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rewards.math_answers import answer_boxes, final_group, find_boxes, tidy
-from rewards.math_compare import (
+from rewards.math.answers import answer_boxes, final_group, find_boxes, tidy
+from rewards.math.compare import (
     Gold,
     answer_key,  # noqa: F401 - part of this module's interface (eval.voting groups answers with it)
     comparisons,
@@ -49,8 +49,8 @@ from rewards.math_compare import (
     local_decision,
     read_gold,
 )
-from rewards.math_literal import literal_problem
-from rewards.math_statements import HEDGED, NOT_FOUND, hedges_inside, last_statement
+from rewards.math.literal import literal_problem
+from rewards.math.statements import HEDGED, NOT_FOUND, hedges_inside, last_statement
 from rewards.registry import register
 from rewards.text import column, completion_text
 from rewards.verdicts import REQUIRE_NUMBER, choice_of
@@ -97,7 +97,7 @@ def boxed_answers(text: str) -> list[str]:
 
 def extract_answer(text: str | None, fallbacks: bool = False) -> str | None:
     """The final answer of a completion (its last box), or None. With `fallbacks`, the last "the answer is X"
-    / "Answer: X" statement counts when there is no box (rewards.math_statements; a hedged one is None)."""
+    / "Answer: X" statement counts when there is no box (rewards.math.statements; a hedged one is None)."""
     if not text:
         return None
     segment = final_segment(text)
@@ -316,7 +316,7 @@ def _compare(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]
             results[position] = _CACHE.get(pair)
     missing = [position for position, result in enumerate(results) if result is None]
     if missing:
-        from rewards.math_pool import shared_pool
+        from rewards.math.pool import shared_pool
 
         fresh = (pool or shared_pool()).compare([pairs[position] for position in missing], timeout_s)
         with _CACHE_LOCK:
@@ -332,7 +332,7 @@ def _compare(pairs: list[tuple[str, str]], timeout_s: float, pool) -> list[dict]
 def start_workers(pool=None) -> None:
     """Boot the math-verify worker processes now (a one-time cost of a second or two), e.g. before timing;
     otherwise the first comparison that needs them starts them."""
-    from rewards.math_pool import shared_pool
+    from rewards.math.pool import shared_pool
 
     (pool or shared_pool()).compare([("1", "1")], STARTUP_WAIT_S)
 
@@ -359,7 +359,7 @@ def row_require_number(columns: dict, size: int) -> list[bool]:
     return [choice_of(choice) for choice in column(columns, REQUIRE_NUMBER, size, default=False)]
 
 
-@register("math_accuracy")
+@register("math_accuracy", accuracy=True)
 def make_math_accuracy(
     timeout_s: float = DEFAULT_TIMEOUT_S, fallbacks: bool = False, require_number: bool | None = None
 ):

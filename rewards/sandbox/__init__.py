@@ -5,29 +5,29 @@ code that deletes files, and code that attacks the judge itself. Two entry point
 
 - `run_python(code, stdin)`: the program's stdout comes back; the caller compares it (stdin/stdout tests).
 - `run_judged(solution, setup, cases, names)`: assert-style tests. The tests run in a trusted judge
-  process outside the sandbox (rewards/sandbox_judge.py); the sandbox runs only a small server with the
-  solution, which answers calls with plain data over a pipe (rewards/sandbox_protocol.py). The judge never
+  process outside the sandbox (rewards/sandbox/judge.py); the sandbox runs only a small server with the
+  solution, which answers calls with plain data over a pipe (rewards/sandbox/protocol.py). The judge never
   shares a process, a uid or a file system view with the program it judges, but it shares the run's
   cgroups and limits: its CPU time and memory (a reply built to be slow or large to decode) are the run's.
 
-The sandbox (`isolation="namespaces"`, Linux; the launcher, rewards/sandbox_launcher.py, does the work):
-- a root file system built from nothing (rewards/sandbox_root.py): the interpreter, its standard library,
+The sandbox (`isolation="namespaces"`, Linux; the launcher, rewards/sandbox/launcher.py, does the work):
+- a root file system built from nothing (rewards/sandbox/root.py): the interpreter, its standard library,
   the libraries they load and an allowlist of packages, read-only, from a copy in memory (so no page of a
   shared disk file, whose cache state would outlive the run); a private size-capped tmpfs for /tmp and
   /dev/shm; a /proc of the run's processes only; no project tree, no site-packages, no host /tmp, /work,
   /run, sockets or FIFOs;
 - pid, network (no route anywhere), IPC and hostname namespaces; as root, a uid of the run's own, drawn at
   random; otherwise a user namespace gives the unprivileged caller the rights to set this up;
-- no kernel state that outlives the run (issue 29): a seccomp filter (rewards/sandbox_seccomp.py) denies
+- no kernel state that outlives the run (issue 29): a seccomp filter (rewards/sandbox/seccomp.py) denies
   keyrings, page cache probes, new namespaces, io_uring, bpf, ptrace and the like; the program gets a
   session keyring of its own, and stdin is a sealed memory file it cannot write;
-- a cgroup per run where the host lets us make one (rewards/sandbox_cgroup.py): memory, processes and
+- a cgroup per run where the host lets us make one (rewards/sandbox/cgroup.py): memory, processes and
   cores for the run as a whole, killed as a whole and empty before the call returns; elsewhere the
   process count times the per-process address space is kept within `memory_mb`;
 - `timeout_s` counts CPU seconds (of the whole run where a cgroup counts them, else per process), with a
   wall-clock ceiling (`wall_timeout_s`, default the timeout plus half a second), so a program that sleeps
   or waits holds its slot no longer than one that computes; runs go at most one per core this process may
-  use, across threads and reward calls (rewards/sandbox_process.py), so each gets the CPU its timeout
+  use, across threads and reward calls (rewards/sandbox/process.py), so each gets the CPU its timeout
   counts; the call returns within the ceiling plus half a second, with no process of the run left;
 - always: rlimits, an environment reduced to an allowlist, stdout and stderr read as they come and capped.
 - fallback (`isolation="fallback"`, or where the kernel refuses namespaces): rlimits, cgroups where
@@ -57,14 +57,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rewards import sandbox_cgroup, sandbox_seccomp
-from rewards.sandbox_process import STOP_GRACE_S, classify, launch, max_runs
-from rewards.sandbox_root import interpreter_reachable as _interpreter_reachable
-from rewards.sandbox_root import root_spec
+from rewards.sandbox import cgroup as sandbox_cgroup
+from rewards.sandbox import seccomp as sandbox_seccomp
+from rewards.sandbox.process import STOP_GRACE_S, classify, launch, max_runs
+from rewards.sandbox.root import interpreter_reachable as _interpreter_reachable
+from rewards.sandbox.root import root_spec
 
 logger = logging.getLogger(__name__)
 
-PROTOCOL = Path(__file__).with_name("sandbox_protocol.py")  # copied into the sandbox as the call server
+PROTOCOL = Path(__file__).with_name("protocol.py")  # copied into the sandbox as the call server
 ISOLATION_ENV = "RLVR_SANDBOX_ISOLATION"
 UID_BASE = 1_000_000_000  # program uids (as root): UID_BASE + one of 2**30 at random, judges' 2**30 above: no
 UID_SPAN = 1 << 30  # real user has them, and no run learns from its uid how many processes ran before it
@@ -80,7 +81,7 @@ _warned: set[str] = set()
 
 class SandboxUnavailableError(RuntimeError):
     """The isolation asked for cannot be had here: `isolation="namespaces"` where the kernel refuses them, or
-    any run without libseccomp (see rewards/sandbox_seccomp.py)."""
+    any run without libseccomp (see rewards/sandbox/seccomp.py)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class RunResult:
 
 def default_concurrency() -> int:
     """The runs this process may have at once: the cores its affinity and cgroup grant, one per run
-    (sandbox_process.max_runs, the limit every launch waits on anyway)."""
+    (rewards.sandbox.process.max_runs, the limit every launch waits on anyway)."""
     return max_runs()
 
 

@@ -14,7 +14,7 @@ Denied calls fail with EPERM (clone3 with ENOSYS, so that glibc falls back to cl
 can read); the program is never killed for trying, so Python's start-up and a program that probes what it
 may do both go on. The page cache calls: posix_fadvise, readahead, mincore, cachestat, process_madvise,
 madvise(MADV_COLD or MADV_PAGEOUT) and preadv2/pwritev2 with any flag (RWF_NOWAIT says whether a page is
-cached); what is left is the timing of a first read, which rewards/sandbox_root.py takes away.
+cached); what is left is the timing of a first read, which rewards/sandbox/root.py takes away.
 
 The caller compiles the filter once per process with libseccomp (`compile_filter`), names resolved for this
 machine's architecture by `seccomp_syscall_resolve_name` (x86_64 and aarch64 alike; a name the library or

@@ -1,11 +1,10 @@
 """The process that starts an untrusted program for `rewards.sandbox` and makes sure it ends.
 
-`rewards.sandbox` runs this file as `python -I -S sandbox_launcher.py FD`, where FD is a memory file
+`rewards.sandbox` runs this file as `python -I -S launcher.py FD`, where FD is a memory file
 holding the configuration (a marshalled dict: the program's files and, for assert-style runs, the tests;
 never on the command line, which /proc shows to every user). It is a script, not a module of the package,
-on purpose: it imports only the standard library (and its sibling files sandbox_mounts.py,
-sandbox_seccomp.py, sandbox_program.py and, for the judge, sandbox_judge.py and sandbox_protocol.py,
-loaded by path), so it starts fast and is the same whatever the caller's virtualenv holds. It writes one
+on purpose: it imports only the standard library (and its sibling files mounts.py, seccomp.py,
+program.py and, for the judge, judge.py and protocol.py, loaded by path), so it starts fast and is the same whatever the caller's virtualenv holds. It writes one
 line per event to the file descriptor `status_fd`: `isolated` (namespaces are in place), `setup_error`
 (they could not be; the program never ran), `seccomp_error` (the filter could not be installed; the
 program never ran), `exit` (the program's return code), and from the judge `case` (one verdict), `judged`
@@ -42,25 +41,27 @@ import sys
 
 
 def _load(name: str):
-    """Import a module that sits next to this file, by its path, once: the folder itself is not put on sys.path,
-    where the package's `math.py` and `code.py` would shadow the standard library's."""
+    """Import the module `sandbox_<name>` from the file `<name>.py` next to this one, by its path, once. The folder
+    itself is not put on sys.path, and the prefix keeps the sibling files' names (`seccomp`, `protocol`, ...) apart
+    from any other module's: they import each other by the prefixed names (`import sandbox_mounts`)."""
     import importlib.util
 
-    if name in sys.modules:
-        return sys.modules[name]
+    module_name = f"sandbox_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
 
 
 # Loaded now, before any namespace: after pivot_root this folder is not there. sandbox_program imports the
 # other two by name.
-mounts = _load("sandbox_mounts")
-_load("sandbox_seccomp")
-sandbox_program = _load("sandbox_program")
+mounts = _load("mounts")
+_load("seccomp")
+sandbox_program = _load("program")
 prctl, report = sandbox_program.prctl, sandbox_program.report
 
 # clone(2) flags for unshare(2); each gives the program its own copy of one kind of kernel state.
@@ -203,7 +204,7 @@ def run_namespaced(config: dict, judge: int | None) -> None:
 
 
 def start_judge(config: dict) -> int | None:
-    """Fork the trusted judge (assert-style runs), before any namespace: see sandbox_judge.py."""
+    """Fork the trusted judge (assert-style runs), before any namespace: see judge.py."""
     if not config.get("judge"):
         return None
     to_program = os.pipe()
@@ -219,7 +220,7 @@ def start_judge(config: dict) -> int | None:
             mounts.join_cgroup(config)
             os.close(to_program[0])
             os.close(from_program[1])
-            sandbox_judge = _load("sandbox_protocol") and _load("sandbox_judge")  # before the uid changes
+            sandbox_judge = _load("protocol") and _load("judge")  # before the uid changes
 
             if config["drop_uid"] and config["judge"]["interpreter_reachable"]:
                 # A uid of the judge's own: neither the caller's (root) nor the program's. Where the standard

@@ -1,7 +1,8 @@
 """The program's own process, from fork to execve, and the ways the launcher ends all of a run's processes.
 
-Loaded by rewards/sandbox_launcher.py by path, after sandbox_seccomp.py and sandbox_mounts.py, which it
-imports by those names (standard library only, like the launcher). `exec_program` runs in the forked
+Loaded by rewards/sandbox/launcher.py by path, after seccomp.py and mounts.py, which it imports by the
+names the launcher loads them under, sandbox_seccomp and sandbox_mounts (standard library only, like the
+launcher). `exec_program` runs in the forked
 child that becomes the program: its working directory and file descriptors, its rlimits, an unprivileged
 uid, a session keyring of its own, no_new_privs, the seccomp filter, then execve. The rest serves the
 launcher: `report` (its events), `prctl`, the uids of a run, and the kills of the fallback mode.

@@ -10,7 +10,7 @@ is a number and a row asks for it (`require_number`), the answer must itself be 
     with what the verifier already tolerates around it  \\$12, 12\\%, 12^\\circ, "x = 12", 12 \\text{ apples}
 
 (the dollar sign, a unit in words and a leading `\\approx` are gone before this check: rewards.math removes
-`\\$` and rewards.math_answers.tidy the rest). Anything else is "an expression, not a number": operators
+`\\$` and rewards.math.answers.tidy the rest). Anything else is "an expression, not a number": operators
 (`7+5`, `3*4`, `2\\cdot 6`, `3 \\times 4`, `2^2*3`, unicode `×` `÷` `＋`), commands (`\\sqrt{144}`), brackets
 (`(12)`, `\\left(7+5\\right)`), an equation other than a lone variable's value (`12 = 7+5`, `7+5 = 12`),
 a fraction that is not in lowest terms or is an integer (`24/2`, `\\frac{24}{2}`, `6/8`, `12/1`), scientific
@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 
-from rewards.math_answers import matching_braces
+from rewards.math.answers import matching_braces
 
 MAX_LITERAL_CHARS = 1_000  # as rewards.math's longest answer: longer text is not read, so it costs nothing
 _LATEX_SPACE = ("\\ ", "\\,", "\\;", "\\:", "\\!")

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 from rewards.approx import constant_values, far_apart
 from rewards.exact import exact_equal, exact_value, normalize
-from rewards.math_answers import answer_boxes, final_group, matching_braces, tidy, unwrap_text
+from rewards.math.answers import answer_boxes, final_group, matching_braces, tidy, unwrap_text
 
 _OR_WORDS = re.compile(r"(?<![a-zA-Z\\])(?:or|and)(?![a-zA-Z])|\\lor(?![a-zA-Z])|\\vee(?![a-zA-Z])")
 _PLUS_MINUS = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[\u00b1\u2213]")

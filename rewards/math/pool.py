@@ -5,7 +5,7 @@ Why our own pool and not `multiprocessing.Pool` or a thread pool:
   (TRL calls reward functions from other threads too); a process can always be killed;
 * `multiprocessing` children cannot be started from a daemonic process (a DataLoader worker, another
   pool's worker), and `fork` after torch has started threads can deadlock; the workers here are plain
-  `subprocess` children (`python -m rewards.math_worker`) talking JSON lines over pipes;
+  `subprocess` children (`python -m rewards.math.worker`) talking JSON lines over pipes;
 * a worker that overruns its deadline is killed and replaced at once, and the batch goes on with the
   other workers, so one power tower costs at most `timeout_s` of one worker, never the whole step.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 STARTUP_TIMEOUT_S = 120.0  # importing sympy and the LaTeX parser: about 1-2 s normally
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds rewards/
 
 
 class _Worker:
@@ -38,7 +38,7 @@ class _Worker:
         self.process = subprocess.Popen(
             # A replacement for a killed worker skips the warm-up: it boots sooner, so the items waiting for
             # it keep the latency bound (a power tower costs its item the timeout, not also a long boot).
-            [sys.executable, "-m", "rewards.math_worker", *([] if warm_up else ["--no-warm-up"])],
+            [sys.executable, "-m", "rewards.math.worker", *([] if warm_up else ["--no-warm-up"])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -179,7 +179,7 @@ class MathVerifyPool:
             worker.task = None
         self._deaths += 1
         if self._deaths > 4 * self.size:  # they keep dying before answering: do not respawn forever
-            self._fatal = "math-verify workers keep exiting; run 'python -m rewards.math_worker' to see why"
+            self._fatal = "math-verify workers keep exiting; run 'python -m rewards.math.worker' to see why"
             logger.error(self._fatal)
         self._replace(worker)
 

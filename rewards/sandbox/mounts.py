@@ -1,8 +1,8 @@
 """The sandbox's file system, built from nothing, and the run's cgroups: the launcher's mount work.
 
-Loaded by rewards/sandbox_launcher.py (standard library only, like it) before any namespace, and used in
+Loaded by rewards/sandbox/launcher.py (standard library only, like it) before any namespace, and used in
 init, the first process of the run's namespaces, before the program starts, and in the judge, which joins
-the run's cgroups too. What goes into the root is decided by the caller (rewards/sandbox_root.py: a
+the run's cgroups too. What goes into the root is decided by the caller (rewards/sandbox/root.py: a
 private copy in memory of what a run needs); this module only mounts it, with a /proc that shows the
 run's processes and nothing of the machine.
 """
@@ -45,7 +45,7 @@ def _bind(handle: int, target: str, is_dir: bool) -> None:
         if not os.path.exists(target):
             os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
     mount(f"/proc/self/fd/{handle}", target, None, MS_BIND | MS_REC)
-    try:  # a copy in /dev/shm (sandbox_root.py) may come from a noexec mount: as root, the bind need not be
+    try:  # a copy in /dev/shm (root.py) may come from a noexec mount: as root, the bind need not be
         mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
     except PermissionError:
         # A user namespace locks the flags it found on a mount (nodev, noexec): remounting must keep them.

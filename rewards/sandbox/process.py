@@ -1,6 +1,6 @@
 """The caller's side of one sandbox run: start the launcher, watch it, end it, and say what happened.
 
-`launch` starts rewards/sandbox_launcher.py with its configuration in a memory file, reads the program's
+`launch` starts rewards/sandbox/launcher.py with its configuration in a memory file, reads the program's
 stdout and stderr as they come (capped), the launcher's events (the judge's cases among them), and the
 run's CPU time where a cgroup counts it. It ends the run at the first of: the launcher's exit, the CPU
 time limit, the wall-clock ceiling, or output past the cap; then every process of the run is killed
@@ -9,7 +9,7 @@ returns. `classify` turns what happened into a status and a reason. Split from r
 `run_python` and `run_judged` are the entry points.
 
 Runs of one process go at most `max_runs()` at a time, whichever thread or reward call starts them: a
-process-wide semaphore, sized to the cores this process may use (rewards.sandbox_cgroup.cpu_cores) over
+process-wide semaphore, sized to the cores this process may use (rewards.sandbox.cgroup.cpu_cores) over
 the cores each run's cgroup grants. The timeout counts CPU seconds, but the wall-clock ceiling is only
 half a second above it, so a run must get about a core of its own; a pool larger than the cores (two
 reward calls at once, a pass-rate filter beside a reward, a GRPO group of 16 on 8 cores) would slow
@@ -30,11 +30,11 @@ import threading
 import time
 from pathlib import Path
 
-from rewards import sandbox_cgroup
+from rewards.sandbox import cgroup as sandbox_cgroup
 
 logger = logging.getLogger("rewards.sandbox")
 
-LAUNCHER = Path(__file__).with_name("sandbox_launcher.py")
+LAUNCHER = Path(__file__).with_name("launcher.py")
 STOP_GRACE_S = 0.25  # how long the launcher gets to take the process tree down before it is killed outright
 CPU_POLL_S = 0.02  # how often the run's CPU time is read, where a cgroup counts it
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")

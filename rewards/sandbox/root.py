@@ -19,7 +19,7 @@ about 1 s on a loaded 2-core machine (the per-run cost does not change: as many 
 
 Why a copy (issue 29): files shared with other runs share their page cache, and whether a page is cached
 is state that outlives a run. With posix_fadvise and preadv2(RWF_NOWAIT) a learner program wrote and read
-it, run after run; the seccomp filter (rewards/sandbox_seccomp.py) takes those calls away, but the time of
+it, run after run; the seccomp filter (rewards/sandbox/seccomp.py) takes those calls away, but the time of
 a first read still tells a cached page from one on disk, and a first read caches it: a bit that one run
 sets and a later one reads. A tmpfs page is never "not cached" (without swap), so there is nothing to set
 or read; and tmpfs keeps no negative dentries, so looking up a missing name leaves nothing behind either.

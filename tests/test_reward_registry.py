@@ -1,0 +1,114 @@
+"""The reward registry finds the built-in rewards itself, and `register(name, accuracy=True)` is all it takes for
+a reward to be an accuracy reward: dynamic sampling's variance, the curriculum and the monitor read those."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from recipes.common.arguments import GRPOScriptArguments
+from recipes.common.grpo_setup import variance_reward_names
+from rewards import accuracy_reward_names, accuracy_rewards, available_rewards, get_reward, register
+from rewards.registry import _reward_modules, unregister
+from tests.conftest import REPO
+
+# The built-in rewards as the hand-kept module list registered them before the registry found them itself.
+BUILTIN_REWARDS = {
+    "code_binary",
+    "code_pass_rate",
+    "constant",
+    "cosine",
+    "format_only",
+    "kimi_length",
+    "language_consistency",
+    "math_accuracy",
+    "overlong",
+    "random",
+    "repetition",
+    "tag_count",
+    "think_format",
+}
+BUILTIN_ACCURACY = {"math_accuracy", "code_pass_rate", "code_binary"}
+
+
+def _ones(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+@pytest.fixture
+def throwaway():
+    """Register rewards under test-only names; each is unregistered afterwards, whatever the test did."""
+    names = []
+
+    def add(name: str, **options):
+        names.append(name)
+        register(name, **options)(lambda: _ones)
+        return name
+
+    yield add
+    for name in names:
+        unregister(name)
+    assert not set(names) & set(available_rewards())
+
+
+def test_the_discovered_builtins_are_the_library():
+    assert set(available_rewards()) == BUILTIN_REWARDS
+    assert set(accuracy_rewards()) == BUILTIN_ACCURACY
+
+
+def test_a_reward_registered_as_accuracy_drives_dynamic_sampling_with_no_other_edit(throwaway):
+    name = throwaway("test_registry_verdict", accuracy=True)
+    specs = [{"name": "overlong", "weight": 1.0}, {"name": name, "weight": 1.0}]
+    assert name in accuracy_rewards()
+    assert accuracy_reward_names(specs) == [name]
+    assert variance_reward_names(GRPOScriptArguments(rewards=specs)) == [name]
+    assert get_reward(name)(["a", "b"]) == [1.0, 1.0]
+
+
+def test_a_reward_registered_without_accuracy_is_not_an_accuracy_reward(throwaway):
+    name = throwaway("test_registry_shaping")
+    specs = [{"name": "overlong", "weight": 1.0}, {"name": name, "weight": 1.0}]
+    assert name in available_rewards() and name not in accuracy_rewards()
+    assert accuracy_reward_names(specs) == []
+    assert variance_reward_names(GRPOScriptArguments(rewards=specs)) is None  # the weighted sum
+    both = [{"name": name}, "math_accuracy"]
+    assert accuracy_reward_names(both) == ["math_accuracy"]
+    assert variance_reward_names(GRPOScriptArguments(rewards=both)) == ["math_accuracy"]
+
+
+def test_unregister_forgets_the_accuracy_mark(throwaway):
+    name = throwaway("test_registry_again", accuracy=True)
+    unregister(name)
+    assert name not in available_rewards() and name not in accuracy_rewards()
+    register(name)(lambda: _ones)  # the same name again, now without accuracy (the fixture unregisters it)
+    assert name in available_rewards() and name not in accuracy_rewards()
+
+
+def test_discovery_walks_subpackages_but_not_the_sandbox_or_the_worker(tmp_path):
+    for relative in ["a.py", "sub/__init__.py", "sub/b.py", "math/__init__.py", "math/worker.py", "math/pool.py"]:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text("raise AssertionError('listing must not import')\n")
+    for relative in ["sandbox/__init__.py", "sandbox/launcher.py"]:
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text("")
+    assert sorted(_reward_modules([str(tmp_path)], "rewards.")) == [
+        "rewards.a",
+        "rewards.math",
+        "rewards.math.pool",
+        "rewards.sub",
+        "rewards.sub.b",
+    ]
+
+
+def test_looking_up_a_reward_imports_neither_the_sandbox_launcher_nor_the_worker():
+    script = (
+        "import sys; import rewards; rewards.available_rewards(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('rewards.sandbox.', 'rewards.math.worker', 'sandbox_'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # The sandbox's caller side, imported by rewards.code as before the registry found the modules itself.
+    expected = ["rewards.sandbox.cgroup", "rewards.sandbox.process", "rewards.sandbox.root", "rewards.sandbox.seccomp"]
+    assert done.stdout.split("\n")[0] == repr(expected)
