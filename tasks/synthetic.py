@@ -13,7 +13,7 @@ never a shortcut. Answers are drawn from 0..99, so a guess is rarely right.
 
 Why this task: a 1 M parameter model learns the one-hop lookup from SFT on easy levels and then gets
 longer chains right only sometimes, which is what RL needs: GRPO groups with reward variance, and a
-pass@1 that RL can raise (measured in README.md). Arithmetic chains were not learnable at that size.
+pass@1 that RL can raise (measured in docs/demo.md). Arithmetic chains were not learnable at that size.
 
 Train and eval splits are disjoint by construction: a question belongs to the eval split exactly when
 a hash of its text falls in the eval bucket, so separate calls can never leak eval problems into train.

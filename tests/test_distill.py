@@ -4,7 +4,7 @@ gives the student a clearly non-zero pass@1; the on-policy stage (TRL's Distilla
 The teacher is tests/support/guessing_model.py (it answers \\boxed{7} or \\boxed{3}, about half the time each)
 on problems whose gold answer is 7: with the verification filter only its correct traces reach the student,
 so a student that learned them passes well above the teacher's one in two. (A teacher that has the lookup
-skill takes about 1000 SFT steps to build, too slow for the suite; README.md reports the recipe on one.)
+skill takes about 1000 SFT steps to build, too slow for the suite; docs/distillation.md reports the recipe on one.)
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ samples; a finished round is skipped on restart; a model that solves nothing sto
 The model: tests/support/guessing_model.py answers every question with \\boxed{7} or \\boxed{3}, about half
 the time each. On problems whose gold answer is 7 it passes about half the time: a problem set it solves
 only sometimes, built in seconds. (The cold-start model needs about 1000 SFT steps before it solves any
-level sometimes, too slow for the suite; README.md reports the recipe on that model.) The round keeps its
-verified "\\boxed{7}" samples; fine-tuning on them must lift pass@1 on held-out gold-7 problems to about 1.
+level sometimes, too slow for the suite; docs/rejection-sampling.md reports the recipe on that model.) The
+round keeps its verified "\\boxed{7}" samples; fine-tuning on them must lift pass@1 on held-out gold-7 problems
+to about 1.
 """
 
 from __future__ import annotations
