@@ -134,3 +134,26 @@ def sample_tokens(
     finally:
         if was_training:
             model.train()
+
+
+def sample_texts(
+    model, tokenizer, texts, seeds, params, max_new_tokens: int, stop_ids, batch_size: int
+) -> list[list[int]]:
+    """eval.sampler's rows through `sample_tokens`, `batch_size` at a time: each text tokenised as it is (the chat
+    template already applied), each row sampled from its own seeded stream (eval.row_sampling), greedy at
+    temperature 0. The same tokens as `generate` with eval's SeededRowSampling processor, since a row's stream
+    does not depend on its neighbours; a row that has stopped costs nothing more."""
+    from eval.row_sampling import SeededRowSampling
+
+    generated: list[list[int]] = []
+    for start in range(0, len(texts), batch_size):
+        prompts = tokenizer(texts[start : start + batch_size], add_special_tokens=False)["input_ids"]
+        if params.temperature == 0:
+            pick = global_sampler(0)
+        else:
+            rows = SeededRowSampling(seeds[start : start + batch_size], params.temperature, params.top_p, params.top_k)
+            pick = rows.draw
+        generated += sample_tokens(
+            model, prompts, max_new_tokens=max_new_tokens, stop_ids=stop_ids, pad_id=tokenizer.pad_token_id, pick=pick
+        )
+    return generated

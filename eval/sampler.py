@@ -218,7 +218,11 @@ class TransformersSampler(_Sampler):
         generated: list[list[int]] = []
         extra = {"stop_strings": stop_strings, "tokenizer": self.tokenizer} if stop_strings else {}
         if not (suppress_ids or stop_strings):  # eval.decoding: finished rows leave the batch
-            return self._sample_compact(texts, seeds, params, max_new_tokens, stop_ids)
+            from eval.decoding import sample_texts
+
+            return sample_texts(
+                self.model, self.tokenizer, texts, seeds, params, max_new_tokens, stop_ids, self.batch_size
+            )
         try:
             with torch.no_grad():
                 for start in range(0, len(texts), self.batch_size):
@@ -256,29 +260,6 @@ class TransformersSampler(_Sampler):
             self.tokenizer.padding_side = padding_side
             if was_training:
                 self.model.train()
-        return generated
-
-    def _sample_compact(
-        self, texts: list[str], seeds: list[int], params: SamplingParams, max_new_tokens: int, stop_ids: set[int]
-    ) -> list[list[int]]:
-        """`_generate_ids` with eval.decoding: the same tokens (each row draws from its own stream either way), but
-        a row that has stopped costs nothing more and a problem's n samples share one prefill."""
-        from eval.decoding import global_sampler, sample_tokens
-
-        generated: list[list[int]] = []
-        for start in range(0, len(texts), self.batch_size):
-            prompts = self.tokenizer(texts[start : start + self.batch_size], add_special_tokens=False)["input_ids"]
-            if params.temperature == 0:
-                pick = global_sampler(0)
-            else:
-                rows = SeededRowSampling(
-                    seeds[start : start + self.batch_size], params.temperature, params.top_p, params.top_k
-                )
-                pick = rows.draw
-            generated += sample_tokens(
-                self.model, prompts, max_new_tokens=max_new_tokens, stop_ids=stop_ids,
-                pad_id=self.tokenizer.pad_token_id, pick=pick,
-            )  # fmt: skip
         return generated
 
     def _to_sample(self, token_ids: list[int], stop_ids: set[int]) -> Sample:

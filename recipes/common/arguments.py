@@ -114,10 +114,10 @@ class GRPOScriptArguments(DataArguments):
         default=None,
         metadata={
             "help": "Rewards whose within-group spread is a group's variance, for dynamic sampling and the monitor. "
-            "Default: the accuracy rewards among `rewards` (math_accuracy, code_pass_rate, code_binary), as DAPO "
-            "filters on accuracy; with none of them, the weighted sum of all rewards. `sum` alone: the weighted "
-            "sum of all rewards even when there is an accuracy reward (the filter DAPO's paper does not use, "
-            "for the ablation)."
+            "Default: the accuracy rewards among `rewards` (those registered with accuracy=True: math_accuracy, "
+            "code_pass_rate, code_binary), as DAPO filters on accuracy; with none of them, the weighted sum of all "
+            "rewards. `sum` alone: the weighted sum of all rewards even when there is an accuracy reward (the "
+            "filter DAPO's paper does not use, for the ablation)."
         },
     )
     compact_generation: bool = field(

@@ -26,9 +26,9 @@ set from GRPOConfig. What this subclass adds:
   phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
   `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained, so
   that every step logs `timing_s/*`, `tokens/*` and `perf/*` without a line of TRL's code copied;
-* cheaper rollouts on the transformers path (issue 25's measurements, README "Where a GRPO step's time
-  goes"): `compact_generation` samples with eval.decoding, where a finished row leaves the batch and a
-  group's prompt is prefilled once (TRL's `generate` runs every row until the slowest stops), and
+* cheaper rollouts on the transformers path (issue 25's measurements, docs/benchmarks.md "Where a GRPO
+  step's time goes"): `compact_generation` samples with eval.decoding, where a finished row leaves the batch
+  and a group's prompt is prefilled once (TRL's `generate` runs every row until the slowest stops), and
   `trim_padding` cuts each micro-batch to its own longest prompt and completion (TRL pads every micro-batch
   to the longest of the whole generation batch).
 """
