@@ -25,11 +25,10 @@ and `on_policy/`).
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
+    import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
 from recipes.common.arguments import DistillScriptArguments
 from recipes.common.checks import require_single_process

@@ -7,21 +7,21 @@
 
 The three algorithms are three YAML files for this one script: they differ in GRPOConfig's `loss_type`,
 `scale_rewards`, `beta` and `epsilon_high`, and in our `dynamic_sampling`. Top to bottom: parse the
-config (this recipe's own options: recipes.common.arguments.GRPOScriptArguments), build the trainer
-(recipes.common.grpo_setup: the model, the demo's shipped cold start copied into place if it is missing, the
-rows, the rewards from the registry, the collapse monitor), train (recipes.common.grpo_trainer adds
-dynamic sampling and the curriculum to TRL's trainer, and times each step's phases), save the model, the
+config (this recipe's own options: recipes.common.arguments.GRPOScriptArguments; the trainer's:
+recipes.trainers.grpo.RLVRGRPOConfig), build the trainer (recipes.common.grpo_setup: the model, the demo's
+shipped cold start copied into place if it is missing, the rows, the rewards from the registry, the collapse
+monitor), train (recipes.trainers.grpo adds dynamic sampling and the curriculum to TRL's trainer, cheaper
+rollouts, and times each step's phases), save the model, the
 tokenizer and a run card (with `timing`: mean seconds per phase, tokens and FLOP/s over the run).
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repo's packages importable without an install
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
+    import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
 from recipes.common.arguments import GRPOScriptArguments
 from recipes.common.checkpoints import resume_point
@@ -68,9 +68,11 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
 
 def make_parser() -> RecipeParser:
     """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
-    from trl import GRPOConfig, ModelConfig
+    from trl import ModelConfig
 
-    return RecipeParser((GRPOScriptArguments, GRPOConfig, ModelConfig), DEFAULT_CONFIG)
+    from recipes.trainers.grpo import RLVRGRPOConfig  # trl.GRPOConfig with the trainer's own options
+
+    return RecipeParser((GRPOScriptArguments, RLVRGRPOConfig, ModelConfig), DEFAULT_CONFIG)
 
 
 def cli(argv: list[str] | None = None) -> Path:

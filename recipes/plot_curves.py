@@ -3,7 +3,7 @@
     python -m recipes.plot_curves artifacts/demo/dapo --out dapo.png
     python -m recipes.plot_curves runs/grpo runs/dapo --metrics reward entropy groups/std_mean --out compare.png
 
-Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.monitor: each logged number,
+Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.trainers.monitor: each logged number,
 whatever `report_to` and `save_strategy` say), and that file is read first. A run folder without it (a run
 made by another tool or an older version) is read from the `log_history` of its trainer_state.json, in the
 folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged

@@ -33,13 +33,10 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(1, str(REPO / "scripts"))  # demo_stages.py and demo_report.py, beside this file
 
 from demo_report import level_stats, plot_training, summarize_stages, verdicts, write_report  # noqa: E402, F401
 from demo_stages import EVAL_LEVELS, RL_POOL, STAGE_NAMES, Demo  # noqa: E402, F401  (what the tests read)

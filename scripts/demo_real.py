@@ -37,8 +37,6 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(1, str(REPO / "scripts"))
 
 from demo_real_report import STAGES, pooled_gain, write_report  # noqa: E402, F401  (pooled_gain: tests)
 

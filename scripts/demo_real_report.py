@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(1, str(REPO / "scripts"))
 
 from demo import level_stats, plot_training  # noqa: E402  (the tiny demo's report helpers)
 

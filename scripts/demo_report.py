@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 
 logger = logging.getLogger("demo")

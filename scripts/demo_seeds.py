@@ -20,12 +20,9 @@ import argparse
 import json
 import logging
 import subprocess
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from demo_stages import EVAL_LEVELS, STAGE_NAMES  # noqa: E402
 

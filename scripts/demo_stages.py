@@ -9,13 +9,10 @@ import argparse
 import json
 import logging
 import shutil
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from recipes.common.config import CONFIG_DIR, setup_logging  # noqa: E402
 

@@ -15,10 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recipes.common.config import setup_logging  # noqa: E402
-from recipes.common.offline_models import (  # noqa: E402
+from recipes.common.config import setup_logging
+from recipes.common.offline_models import (
     OFFLINE_MODELS,
     OfflineModelError,
     PackageUnavailableError,

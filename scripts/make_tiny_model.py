@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from eval.cli import FlagParser  # noqa: E402  (takes --output-dir and --output_dir alike)
-from recipes.common.config import setup_logging  # noqa: E402
-from recipes.common.tiny_model import TinyModelSpec, build_tiny_model  # noqa: E402
+from eval.cli import FlagParser  # takes --output-dir and --output_dir alike
+from recipes.common.config import setup_logging
+from recipes.common.tiny_model import TinyModelSpec, build_tiny_model
 
 
 def main(argv: list[str] | None = None) -> Path:

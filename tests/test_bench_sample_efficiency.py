@@ -9,7 +9,6 @@ import dataclasses
 import importlib.util
 import json
 import math
-import sys
 import time
 from types import SimpleNamespace
 
@@ -19,8 +18,6 @@ from tests.conftest import REPO
 
 
 def load(name: str):
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "scripts" / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -133,11 +130,9 @@ def test_completions_sampled_and_per_kept_group_come_from_metrics_jsonl(tmp_path
 
 def test_every_variant_is_the_config_it_claims_as_recipes_grpo_parses_it(tmp_path):
     """Each variant's flags through recipes/grpo.py's own parser: the ablated field, and only it, changes."""
-    from trl import GRPOConfig, ModelConfig
-
     from recipes import grpo
-    from recipes.common import grpo_setup
     from recipes.common.config import parse_recipe_args
+    from recipes.trainers.grpo import variance_reward_names
 
     runs = load("sample_efficiency_runs")
     args = SimpleNamespace(model=tmp_path / "cold", steps=6, save_steps=3, fast=False)
@@ -146,38 +141,44 @@ def test_every_variant_is_the_config_it_claims_as_recipes_grpo_parses_it(tmp_pat
         argv = runs.grpo_argv(name, seed, args, tmp_path / name)
         config = argv[argv.index("--config") + 1]
         argv = argv[: argv.index("--config")] + argv[argv.index("--config") + 2 :]
-        script, training, _ = parse_recipe_args((grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), config, argv)
+        script, training, _ = parse_recipe_args(grpo.make_parser().dataclass_types, config, argv)
         assert training.seed == seed and training.max_steps == 6 and training.save_steps == 3
         return script, training
 
     dapo_script, dapo = parsed("dapo")
     grpo_script, plain = parsed("grpo")
-    assert (dapo.beta, dapo.epsilon_high, dapo_script.dynamic_sampling) == (0.0, 0.28, True)
+    assert (dapo.beta, dapo.epsilon_high, dapo.dynamic_sampling) == (0.0, 0.28, True)
     assert [r["name"] for r in dapo_script.rewards] == ["math_accuracy", "overlong"]
     assert parsed("grpo_beta0")[1].beta == 0.0 and plain.beta == 0.04
     assert parsed("dapo_no_clip_higher")[1].epsilon_high == dapo.epsilon == 0.2
     assert [r["name"] for r in parsed("dapo_no_overlong")[0].rewards] == ["math_accuracy"]
-    filter_sum = parsed("dapo_filter_sum")[0]
-    assert grpo_setup.variance_reward_names(filter_sum) is None and grpo_setup.variance_reward_names(dapo_script) == [
-        "math_accuracy"
-    ]
-    assert parsed("dapo_no_ds")[0].dynamic_sampling is False
+
+    def variance(script, training):  # the rewards the trainer reads a group's variance from (None: their sum)
+        return variance_reward_names(training.variance_rewards, [r["name"] for r in script.rewards])
+
+    assert variance(*parsed("dapo_filter_sum")) is None and variance(dapo_script, dapo) == ["math_accuracy"]
+    assert parsed("dapo_no_ds")[1].dynamic_sampling is False
     random_script, random_training = parsed("random_reward", seed=2)
     assert random_script.rewards[0] == {"name": "random", "weight": 1.0, "p": 0.5, "seed": 2}
     assert random_script.rewards[1] == dapo_script.rewards[1] and random_training.epsilon_high == 0.28
     assert [r["name"] for r in parsed("format_only")[0].rewards] == ["format_only", "overlong"]
     for name, variant in runs.VARIANTS.items():
         assert variant.parent is None or variant.parent in runs.VARIANTS, name
-    if "dynamic_sampling_mode" in {field.name for field in dataclasses.fields(grpo.GRPOScriptArguments)}:
+    if "dynamic_sampling_mode" in recipe_options():
         for mode in ("batch", "reference", "adaptive"):
-            assert parsed(f"dapo_ds_{mode}")[0].dynamic_sampling_mode == mode
+            assert parsed(f"dapo_ds_{mode}")[1].dynamic_sampling_mode == mode
+
+
+def recipe_options() -> set[str]:
+    """Every option recipes/grpo.py parses (its own, its trainer config's, ModelConfig's)."""
+    from recipes.grpo import make_parser
+
+    return {field.name for kind in make_parser().dataclass_types for field in dataclasses.fields(kind)}
 
 
 def test_dynamic_sampling_mode_variants_need_the_recipe_option(capsys):
     bench = load("sample_efficiency")
-    from recipes.grpo import GRPOScriptArguments
-
-    if "dynamic_sampling_mode" in {field.name for field in dataclasses.fields(GRPOScriptArguments)}:
+    if "dynamic_sampling_mode" in recipe_options():
         args = bench.parse_args(["--variants", "dapo_ds_adaptive", "dapo_ds_batch", "--dry-run"])
         assert args.variants == ["dapo_ds_adaptive", "dapo_ds_batch"]
     else:  # a clear error before anything runs, not a failed training run per seed

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import yaml
-from trl import GRPOConfig, ModelConfig, SFTConfig
+from trl import ModelConfig, SFTConfig
 
 from data_filters.__main__ import main as data_filters_main
 from eval import compare, evaluate
@@ -22,21 +22,21 @@ from tests.conftest import REPO
 
 
 def parse_grpo(*argv: str):
-    return parse_recipe_args((grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), "demo/grpo.yaml", list(argv))
+    return parse_recipe_args(grpo.make_parser().dataclass_types, "demo/grpo.yaml", list(argv))
 
 
 # ---------------------------------------------------------------- nested options (finding 5)
 
 
 def test_nested_options_are_set_from_the_command_line():
-    script, _, _ = parse_grpo(
+    script, training, _ = parse_grpo(
         "--sampler", "pass_rate_weighted", "--curriculum", "{floor: 0.2, estimator: mean}",
         "--rewards", '[{"name": "math_accuracy", "weight": 0.5}, {"name": "think_format", "weight": 0.1}]',
     )  # fmt: skip
-    assert script.curriculum == {"floor": 0.2, "estimator": "mean"}
+    assert training.curriculum == {"floor": 0.2, "estimator": "mean"}
     assert script.rewards == [{"name": "math_accuracy", "weight": 0.5}, {"name": "think_format", "weight": 0.1}]
-    script, _, _ = parse_grpo("--curriculum={floor: 0.3}")
-    assert script.curriculum == {"floor": 0.3}
+    _, training, _ = parse_grpo("--curriculum={floor: 0.3}")
+    assert training.curriculum == {"floor": 0.3}
 
 
 def test_a_nested_override_is_merged_into_the_yaml_mapping():
@@ -163,20 +163,24 @@ def test_the_long_sft_recipes_show_progress_bars(recipe):
     assert training.disable_tqdm is False
 
 
-def test_activation_checkpointing_is_set_under_transformers_new_name_without_a_deprecation_warning():
+def test_activation_checkpointing_is_set_under_transformers_new_name_without_a_deprecation_warning(tmp_path):
     """TRL's configs default `gradient_checkpointing` to True, which transformers 5 warned about on every run
     ("`gradient_checkpointing` is deprecated"); the YAMLs' old name still sets it."""
     import warnings
 
     from recipes import grpo
 
+    config = (REPO / "recipes/configs/smollm2-135m/dapo_lora.yaml").read_text()
+    yaml_with_old_name = tmp_path / "dapo_lora.yaml"  # the shipped one turns it off (micro-batches instead)
+    yaml_with_old_name.write_text(config.replace("gradient_checkpointing: false", "gradient_checkpointing: true"))
+    assert "gradient_checkpointing: true" in yaml_with_old_name.read_text()
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         for argv, expected in (
             ([], False),  # the demo's YAML: gradient_checkpointing false
             (["--gradient_checkpointing", "true"], True),
             (["--gradient_checkpointing=true"], True),
-            (["--config", "recipes/configs/smollm2-135m/dapo_lora.yaml"], True),
+            (["--config", str(yaml_with_old_name)], True),
         ):
             training = grpo.make_parser().parse_args(argv)[1]
             assert training.activation_checkpointing is expected and training.gradient_checkpointing is expected

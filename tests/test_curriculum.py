@@ -102,23 +102,22 @@ def test_layout_matches_trl_repeat_sampler():
 
 
 def test_plugs_into_a_grpo_trainer_subclass(tiny_model_dir, tmp_path):
-    """recipes/common/grpo_trainer.py's subclass, with the curriculum's default options: TRL's dataloader draws
+    """recipes/trainers/grpo.py's subclass, with the curriculum's default options: TRL's dataloader draws
     through our sampler and the rewards flow back into it."""
-    from trl import GRPOConfig
-
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
+    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
 
     rows = [
         {"prompt": [{"role": "user", "content": f"q{i}"}], "id": f"r{i}", "pass_rate": p}
         for i, p in enumerate([0.0, 1.0, 1.0, 1.0])
     ]
-    args = GRPOConfig(
+    args = RLVRGRPOConfig(
         output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=2, max_completion_length=4,
         bf16=False, use_cpu=True, report_to="none", seed=0, max_steps=1, gradient_checkpointing=False,
+        sampler="pass_rate_weighted", compact_generation=False, trim_padding=False, share_prompts=False,
     )  # fmt: skip
     trainer = RLVRGRPOTrainer(
         model=str(tiny_model_dir), reward_funcs=lambda completions, **kw: [1.0] * len(completions), args=args,
-        train_dataset=Dataset.from_list(rows), curriculum={},
+        train_dataset=Dataset.from_list(rows),
     )  # fmt: skip
     batch = next(iter(trainer.get_train_dataloader()))
     assert isinstance(trainer.curriculum, CurriculumSampler)

@@ -1,6 +1,6 @@
 """eval.decoding: finished rows leave the batch, repeated prompts are prefilled once, and the tokens are still
 what transformers' `generate` writes (greedy, on the tiny model, the SmolLM2 stand-in and a LoRA model);
-recipes.common.grpo_trainer serves TRL's generation with it and trims each micro-batch's padding."""
+recipes.trainers.decoding serves RLVRGRPOTrainer's generation with it and trims each micro-batch's padding."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.decoding import global_sampler, sample_tokens
-from recipes.common.grpo_trainer import trim_micro_batch
 from recipes.common.model import SHIPPED_COLD_START  # the tiny demo's cold start: it writes answers and stops
+from recipes.trainers.decoding import trim_micro_batch
 
 QUESTIONS = ["Ann has 3 apples and buys 4 more.", "What is 2 + 2?", "A long question " * 6, "Hi"]
 
@@ -143,23 +143,23 @@ def test_the_trainer_samples_as_trls_generate_does(tmp_path):
     """At a temperature so low that sampling is argmax, the compact path and TRL's `generate` agree token for
     token; with min_p (which eval.decoding does not implement) the trainer falls back to TRL's."""
     from datasets import Dataset
-    from trl import GRPOConfig
 
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.model import load_tokenizer
+    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
     from tasks.synthetic import generate_rows
 
     tiny_model_dir = SHIPPED_COLD_START
 
     def trainer(**options):
-        args = GRPOConfig(
+        args = RLVRGRPOConfig(
             output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=4, max_completion_length=64,
-            temperature=1e-4, report_to=[], use_cpu=True, bf16=False, save_strategy="no", **options,
+            temperature=1e-4, report_to=[], use_cpu=True, bf16=False, save_strategy="no", compact_generation=True,
+            **options,
         )  # fmt: skip
         return RLVRGRPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(tiny_model_dir), reward_funcs=[lambda completions, **k: [0.0] * len(completions)],
             args=args, train_dataset=Dataset.from_list(generate_rows([1], 4, seed=0)),
-            processing_class=load_tokenizer(str(tiny_model_dir)), compact_generation=True,
+            processing_class=load_tokenizer(str(tiny_model_dir)),
         )  # fmt: skip
 
     compact = trainer()

@@ -1,4 +1,4 @@
-"""Dynamic sampling's three modes (recipes/common/dynamic_sampling.py) against figures worked out by hand.
+"""Dynamic sampling's three modes (recipes/trainers/dynamic_sampling.py) against figures worked out by hand.
 
 A scripted reward decides which groups have variance: the k-th group generated in the run is zero-variance
 or not as a fixed pattern says, whatever the tiny (untrained) model writes. So every round size, every
@@ -14,9 +14,8 @@ import json
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
-from trl import GRPOConfig
 
-from recipes.common.dynamic_sampling import adaptive_round_size, update_zero_std_estimate
+from recipes.trainers.dynamic_sampling import adaptive_round_size, update_zero_std_estimate
 from tasks.synthetic import generate_rows
 
 G = 4  # completions per group; per_device_train_batch_size 16 makes the target 4 groups per step
@@ -59,28 +58,26 @@ class Recorder(TrainerCallback):
 def make_trainer(model_dir, out, pattern, mode, max_rounds, steps, **overrides):
     from datasets import Dataset
 
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.model import load_tokenizer
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
+    from recipes.trainers.monitor import RLVRMonitor
 
     options = dict(
         output_dir=str(out), max_steps=steps, num_generations=G, per_device_train_batch_size=16,
         max_completion_length=8, learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[],
         bf16=False, gradient_checkpointing=False, use_cpu=True, disable_tqdm=True, beta=0.0, seed=0,
-        generation_kwargs={"use_cache": True},
+        generation_kwargs={"use_cache": True}, dynamic_sampling=True, dynamic_sampling_max_rounds=max_rounds,
+        dynamic_sampling_mode=mode, trim_padding=False, share_prompts=False,
     )  # fmt: skip
     options.update(overrides)
     reward, recorder = ScriptedReward(pattern), Recorder()
     trainer = RLVRGRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(model_dir),
         reward_funcs=[reward],
-        args=GRPOConfig(**options),
+        args=RLVRGRPOConfig(**options),
         train_dataset=Dataset.from_list(generate_rows([1, 2, 3], 20, seed=5)),
         processing_class=load_tokenizer(str(model_dir)),
         callbacks=[recorder, RLVRMonitor(out)],
-        dynamic_sampling=True,
-        dynamic_sampling_max_rounds=max_rounds,
-        dynamic_sampling_mode=mode,
     )
     recorder.trainer = trainer
     return trainer, reward, recorder

@@ -15,8 +15,14 @@ from tests.conftest import REPO
 
 @pytest.mark.parametrize(
     "command",
-    [["recipes/grpo.py", "--max_steps", "2"], ["-m", "eval.evaluate", "--help"], ["recipes/sft.py"]],
-    ids=["grpo script", "eval module", "sft script"],
+    [
+        ["recipes/grpo.py", "--max_steps", "2"],
+        ["-m", "eval.evaluate", "--help"],
+        ["recipes/sft.py"],
+        ["recipes/rejection_sampling.py"],
+        ["recipes/distill.py"],
+    ],
+    ids=["grpo script", "eval module", "sft script", "rejection sampling script", "distill script"],
 )
 def test_a_command_without_the_venv_says_how_to_use_it(command):
     # -S: no site-packages, as the system python of a user who did not activate .venv

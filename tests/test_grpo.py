@@ -10,12 +10,11 @@ import json
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
-from trl import GRPOConfig, ModelConfig
 
 from recipes import grpo
-from recipes.common import grpo_setup
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
-from recipes.common.monitor import RLVRMonitor
+from recipes.trainers.grpo import variance_reward_names
+from recipes.trainers.monitor import RLVRMonitor
 from tasks.synthetic import generate_rows
 
 SMALL = [
@@ -26,7 +25,7 @@ SMALL = [
 
 
 def parse(config: str, *argv: str):
-    return parse_recipe_args((grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), config, list(argv))
+    return parse_recipe_args(grpo.make_parser().dataclass_types, config, list(argv))
 
 
 def metrics(folder):
@@ -47,14 +46,14 @@ def test_each_demo_config_trains_and_saves_a_loadable_model(config, trained_tiny
     assert card["config"]["training"]["loss_type"] == training_args.loss_type
     logged = metrics(out)
     assert any("groups/std_mean" in record for record in logged)
-    if script_args.dynamic_sampling:
+    if training_args.dynamic_sampling:
         assert any("dynamic_sampling/groups_generated" in record for record in logged)
 
 
 def test_every_recipe_config_in_the_repo_parses():
     """Field names and types of every YAML; bf16 is switched off only because this machine has no GPU."""
     import yaml
-    from trl import SFTConfig
+    from trl import ModelConfig, SFTConfig
 
     from recipes import sft
 
@@ -100,14 +99,15 @@ class GroupRecorder(TrainerCallback):
 
 
 def trainer_with(reward, model_dir, out, rows, max_rounds, steps=3):
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.model import load_tokenizer
+    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
 
-    args = GRPOConfig(
+    args = RLVRGRPOConfig(
         output_dir=str(out), max_steps=steps, num_generations=4, per_device_train_batch_size=16,
         max_completion_length=32, learning_rate=1e-4, logging_steps=1, save_strategy="no", report_to=[],
         bf16=False, gradient_checkpointing=False, use_cpu=True, disable_tqdm=True, beta=0.0, seed=0,
-        generation_kwargs={"use_cache": True},
+        generation_kwargs={"use_cache": True}, dynamic_sampling=True, dynamic_sampling_max_rounds=max_rounds,
+        trim_padding=False, share_prompts=False,
     )  # fmt: skip
     recorder = GroupRecorder()
     trainer = RLVRGRPOTrainer(
@@ -117,8 +117,6 @@ def trainer_with(reward, model_dir, out, rows, max_rounds, steps=3):
         train_dataset=rows,
         processing_class=load_tokenizer(str(model_dir)),
         callbacks=[recorder, RLVRMonitor(out)],
-        dynamic_sampling=True,
-        dynamic_sampling_max_rounds=max_rounds,
     )
     recorder.trainer = trainer
     return trainer, recorder
@@ -169,16 +167,20 @@ def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
     from types import SimpleNamespace
 
     from recipes.common.config import ConfigError
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
+    from recipes.trainers.grpo import RLVRGRPOTrainer
 
-    default = parse("demo/dapo.yaml")[0]
-    assert grpo_setup.variance_reward_names(default) == ["math_accuracy"]
-    summed = parse("demo/dapo.yaml", "--variance_rewards", "sum")[0]
-    assert summed.variance_rewards == ["sum"] and grpo_setup.variance_reward_names(summed) is None
-    both = parse("demo/dapo.yaml", "--variance_rewards", "math_accuracy", "overlong")[0]
-    assert grpo_setup.variance_reward_names(both) == ["math_accuracy", "overlong"]
+    def variance(*argv):  # what the trainer reads, from the config and the names of the YAML's rewards
+        script, training, _ = parse("demo/dapo.yaml", *argv)
+        names = [reward["name"] for reward in script.rewards]
+        return training.variance_rewards, variance_reward_names(training.variance_rewards, names)
+
+    default, summed = variance()[1], variance("--variance_rewards", "sum")
+    assert default == ["math_accuracy"] and summed == (["sum"], None)
+    assert variance("--variance_rewards", "math_accuracy", "overlong")[1] == ["math_accuracy", "overlong"]
     with pytest.raises((ValueError, ConfigError), match="stands alone"):
         parse("demo/dapo.yaml", "--variance_rewards", "sum", "overlong")
+    with pytest.raises((ValueError, ConfigError), match="not among the rewards"):
+        parse("demo/dapo.yaml", "--variance_rewards", "think_format")
 
     # Two groups of 2 (accuracy, overlong), weights 1 and 1: group 1 is all wrong but differs in length,
     # group 2 is all right and equally long.
@@ -191,8 +193,8 @@ def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
         )
         return RLVRGRPOTrainer._group_spread(fake, per_func, summed_rewards).tolist()
 
-    assert spread(grpo_setup.variance_reward_names(default)) == [0.0, 0.0]  # accuracy: no variance anywhere
-    assert spread(grpo_setup.variance_reward_names(summed)) == pytest.approx([2**-0.5, 0.0])  # std of [0, -1]
+    assert spread(default) == [0.0, 0.0]  # accuracy: no variance anywhere
+    assert spread(summed[1]) == pytest.approx([2**-0.5, 0.0])  # std of [0, -1]
 
 
 def test_monitor_fires_on_collapse_and_constant_rewards_and_stays_silent_otherwise(tmp_path):
@@ -259,7 +261,7 @@ def test_resume_after_a_kill_continues_at_the_right_step_with_the_same_result(
     grpo.main(*parse("demo/dapo.yaml", *base, "--output_dir", str(straight)))
 
     killed = tmp_path / "killed"
-    from recipes.common import grpo_trainer
+    from recipes.trainers import grpo as grpo_trainer
 
     original_init = grpo_trainer.RLVRGRPOTrainer.__init__
 

@@ -60,11 +60,9 @@ def test_the_rule_catches_an_arrow_up(tmp_path):
     assert project_imports(source) - allowed("tasks") == {"eval", "tests"}
 
 
-def test_every_package_is_installed_and_described():
-    """Each library layer is in pyproject's packages.find and says in its docstring what it may import."""
-    pyproject = (REPO / "pyproject.toml").read_text()
+def test_every_package_is_described():
+    """Each library layer says in its docstring what it may import. (None is installed: tests/test_packaging.py.)"""
     for package in LAYERS[:-1]:
-        assert f'"{package}*"' in pyproject, package
         docstring = ast.get_docstring(ast.parse((REPO / package / "__init__.py").read_text())) or ""
         assert "May import" in docstring, f"{package}/__init__.py does not say what it may import"
 

@@ -16,7 +16,7 @@ import json
 
 import pytest
 import torch
-from trl import GRPOConfig, ModelConfig, SFTConfig
+from trl import ModelConfig, SFTConfig
 
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
@@ -169,9 +169,9 @@ def test_dynamic_sampling_and_the_monitor_read_variance_from_the_accuracy_reward
     config["rewards"] = [{"name": "math_accuracy"}, {"name": "repetition", "ngram_size": 1}]
     (tmp_path / "dapo.yaml").write_text(yaml.safe_dump(config))
     script_args, training_args, model_args = parse_recipe_args(
-        (grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), tmp_path / "dapo.yaml", argv
+        grpo.make_parser().dataclass_types, tmp_path / "dapo.yaml", argv
     )
-    assert script_args.dynamic_sampling
+    assert training_args.dynamic_sampling
     grpo.main(script_args, training_args, model_args)
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [record for record in logged if "dynamic_sampling/groups_generated" in record]

@@ -8,9 +8,7 @@ import sys
 
 import pytest
 
-from recipes.common.arguments import GRPOScriptArguments
-from recipes.common.grpo_setup import variance_reward_names
-from rewards import accuracy_reward_names, accuracy_rewards, available_rewards, get_reward, register
+from rewards import accuracy_reward_names, accuracy_rewards, available_rewards, build_rewards, get_reward, register
 from rewards.registry import _reward_modules, unregister
 from tests.conftest import REPO
 
@@ -35,6 +33,14 @@ BUILTIN_ACCURACY = {"math_accuracy", "code_pass_rate", "code_binary"}
 
 def _ones(completions, **kwargs):
     return [1.0] * len(completions)
+
+
+def trainer_variance(specs: list) -> list[str] | None:
+    """What RLVRGRPOTrainer reads a group's variance from by default (None: the weighted sum), given the reward
+    functions built from `specs` (the trainer sees their names)."""
+    from recipes.trainers.grpo import variance_reward_names
+
+    return variance_reward_names(None, [function.__name__ for function in build_rewards(specs)[0]])
 
 
 @pytest.fixture
@@ -63,7 +69,7 @@ def test_a_reward_registered_as_accuracy_drives_dynamic_sampling_with_no_other_e
     specs = [{"name": "overlong", "weight": 1.0}, {"name": name, "weight": 1.0}]
     assert name in accuracy_rewards()
     assert accuracy_reward_names(specs) == [name]
-    assert variance_reward_names(GRPOScriptArguments(rewards=specs)) == [name]
+    assert trainer_variance(specs) == [name]
     assert get_reward(name)(["a", "b"]) == [1.0, 1.0]
 
 
@@ -72,10 +78,10 @@ def test_a_reward_registered_without_accuracy_is_not_an_accuracy_reward(throwawa
     specs = [{"name": "overlong", "weight": 1.0}, {"name": name, "weight": 1.0}]
     assert name in available_rewards() and name not in accuracy_rewards()
     assert accuracy_reward_names(specs) == []
-    assert variance_reward_names(GRPOScriptArguments(rewards=specs)) is None  # the weighted sum
+    assert trainer_variance(specs) is None  # the weighted sum
     both = [{"name": name}, "math_accuracy"]
     assert accuracy_reward_names(both) == ["math_accuracy"]
-    assert variance_reward_names(GRPOScriptArguments(rewards=both)) == ["math_accuracy"]
+    assert trainer_variance(both) == ["math_accuracy"]
 
 
 def test_unregister_forgets_the_accuracy_mark(throwaway):

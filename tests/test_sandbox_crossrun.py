@@ -51,7 +51,6 @@ def test_a_learner_scores_zero_in_every_run(channel, problems):
 # a key in it, lets the learner play, then lists what its keyring holds.
 _WITH_A_SESSION_KEYRING = r"""
 import ctypes, json, os, sys
-sys.path.insert(0, os.getcwd())
 from tasks.code_sets import humaneval_problems
 from tests.support.learners import play, syscall_numbers
 numbers = syscall_numbers("add_key", "keyctl")

@@ -13,7 +13,6 @@ import json
 
 import pytest
 import torch
-from trl import GRPOConfig, ModelConfig
 
 from recipes import grpo
 from recipes.common import step_timing
@@ -128,7 +127,7 @@ def test_a_two_step_run_logs_every_timing_key_each_step_and_summarises_them(
     out = tmp_path / "run"
     extra = LORA if variant == "lora_recomputed" else []
     args = parse_recipe_args(
-        (grpo.GRPOScriptArguments, GRPOConfig, ModelConfig),
+        grpo.make_parser().dataclass_types,
         "demo/dapo.yaml",
         ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), *SMALL, *extra],
     )

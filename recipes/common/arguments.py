@@ -1,6 +1,7 @@
 """Each recipe's own options: what its YAML may set beyond TRL's training config and ModelConfig.
 
-A recipe parses `(ItsArguments, a TRL config, ModelConfig)` (recipes.common.config.RecipeParser); the
+A recipe parses `(ItsArguments, a TRL config, ModelConfig)` (recipes.common.config.RecipeParser; grpo.py's
+TRL config is recipes.trainers.grpo.RLVRGRPOConfig, which holds the trainer's own options); the
 dataclasses below are the first of the three, one per recipe, each checking its values as it is built so
 that a wrong option is one line and exit code 2 before anything loads. They build on tasks.schema's
 DataArguments (which rows, how prompts are written) and, for the recipes that sample their own training
@@ -15,8 +16,6 @@ from recipes.common.config import mapping_option
 from recipes.common.traces import DEFAULT_HINT, TraceArguments
 from tasks.schema import DataArguments
 
-SAMPLERS = ("random", "pass_rate_weighted")  # grpo.py: how prompts are drawn
-VARIANCE_FROM_SUM = "sum"  # variance_rewards: [sum] reads a group's variance from the weighted sum of all rewards
 TRAIN_FROM = ("base", "previous")  # rejection_sampling.py: where each round's SFT starts
 MODES = ("offline", "on_policy", "both")  # distill.py: which stages run
 
@@ -72,76 +71,16 @@ class SFTScriptArguments(DataArguments):
 
 @dataclass
 class GRPOScriptArguments(DataArguments):
-    """recipes/grpo.py: the rewards, DAPO's dynamic sampling, the curriculum, the collapse monitor."""
+    """recipes/grpo.py: the rewards, the collapse monitor, the cold start. The trainer's own options (dynamic
+    sampling, the curriculum, variance_rewards, ...) are its config's: recipes.trainers.grpo.RLVRGRPOConfig."""
 
     rewards: list[dict] = field(
         default_factory=lambda: [{"name": "math_accuracy", "weight": 1.0}],
         metadata={"help": "Rewards from the registry: a YAML list of {name, weight, **parameters}."},
     )
-    dynamic_sampling: bool = field(
-        default=False,
-        metadata={"help": "DAPO's dynamic sampling: replace zero-variance groups with groups of further prompts."},
-    )
-    dynamic_sampling_max_rounds: int = field(
-        default=4, metadata={"help": "Extra generation rounds per step before zero-variance groups are let through."}
-    )
-    dynamic_sampling_mode: str = field(
-        default="batch",
-        metadata={
-            "help": "How much an extra round generates: 'batch' (a whole batch, surplus discarded), 'reference' "
-            "(verl's DAPO: 3x batches, accumulated, truncated) or 'adaptive' (missing / (1 - zero-variance share) "
-            "groups, surplus kept for the next step). See recipes/common/dynamic_sampling.py."
-        },
-    )
-    sampler: str = field(
-        default="random",
-        metadata={
-            "help": "'random' (TRL's shuffle) or 'pass_rate_weighted' (Kimi's curriculum, weight 1 - pass rate)."
-        },
-    )
-    curriculum: dict = field(
-        default_factory=dict,
-        metadata={
-            "help": "Options of data_filters.curriculum.CurriculumSampler: floor, estimator (ema or mean), ema_alpha, "
-            "unknown_pass_rate, prior_weight, num_samples."
-        },
-    )
     merge_lora: bool = field(
         default=False,
         metadata={"help": "With use_peft: save the LoRA adapter merged into the base weights (what vLLM loads)."},
-    )
-    variance_rewards: list[str] | None = field(
-        default=None,
-        metadata={
-            "help": "Rewards whose within-group spread is a group's variance, for dynamic sampling and the monitor. "
-            "Default: the accuracy rewards among `rewards` (those registered with accuracy=True: math_accuracy, "
-            "code_pass_rate, code_binary), as DAPO filters on accuracy; with none of them, the weighted sum of all "
-            "rewards. `sum` alone: the weighted sum of all rewards even when there is an accuracy reward (the "
-            "filter DAPO's paper does not use, for the ablation)."
-        },
-    )
-    compact_generation: bool = field(
-        default=True,
-        metadata={
-            "help": "Generate with eval.decoding (finished rows leave the batch, a group's prompt is prefilled once) "
-            "instead of transformers' generate, on the transformers path with temperature/top-p/top-k sampling; "
-            "false: TRL's own generate. vLLM and continuous batching are TRL's either way."
-        },
-    )
-    share_prompts: bool = field(
-        default=True,
-        metadata={
-            "help": "Run each prompt of the loss pass once for its group, not once per completion "
-            "(recipes/common/shared_prompt.py; the same log-probs and gradients), with each group kept in one "
-            "micro-batch; false: TRL's pass, every row whole."
-        },
-    )
-    trim_padding: bool = field(
-        default=True,
-        metadata={
-            "help": "Cut each micro-batch's prompt and completion tensors to its own longest row before the loss "
-            "pass (TRL pads them to the longest in the whole generation batch)."
-        },
     )
     monitor_std_threshold: float = field(
         default=0.05, metadata={"help": "Warn of entropy collapse when the mean group reward std stays below this."}
@@ -157,30 +96,22 @@ class GRPOScriptArguments(DataArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
-        from recipes.common.dynamic_sampling import MODES
-
-        if self.dynamic_sampling_mode not in MODES:
-            raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {self.dynamic_sampling_mode!r}")
         from rewards.registry import check_reward_specs
 
         check_reward_specs(self.rewards, "rewards")  # name, parameters, types, weight: one line naming the entry
-        if not isinstance(self.curriculum, dict):
-            raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
-        if isinstance(self.variance_rewards, str):
-            self.variance_rewards = [self.variance_rewards]
-        if VARIANCE_FROM_SUM in (self.variance_rewards or ()) and len(self.variance_rewards) > 1:
-            raise ValueError(
-                f"variance_rewards {self.variance_rewards}: `{VARIANCE_FROM_SUM}` (the weighted sum of all rewards) "
-                "stands alone; give either it or reward names"
-            )
+
+    def check_with(self, *configs) -> None:
+        """The trainer config's `variance_rewards` names rewards of this list (recipes.common.checks runs this
+        once every dataclass of the recipe is parsed, before anything loads)."""
+        from recipes.trainers.grpo import VARIANCE_FROM_SUM
+
         names = {r if isinstance(r, str) else r["name"] for r in self.rewards}
-        unknown = sorted(set(self.variance_rewards or ()) - names - {VARIANCE_FROM_SUM})
-        if unknown:
-            raise ValueError(
-                f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"
-            )
+        for config in configs:
+            unknown = sorted(set(getattr(config, "variance_rewards", None) or ()) - names - {VARIANCE_FROM_SUM})
+            if unknown:
+                raise ValueError(
+                    f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"
+                )
 
 
 @dataclass

@@ -124,8 +124,8 @@ def warmup_warning(config) -> str | None:
 
 
 def validate_config(*configs) -> None:
-    """Check every dataclass of a parsed recipe config: choices (TRL's included), signs, paths; warn of a
-    run too short to leave its warm-up."""
+    """Check every dataclass of a parsed recipe config: choices (TRL's included), signs, paths, and a dataclass's
+    own `check_with(*configs)` where it reads another's options; warn of a run too short to leave its warm-up."""
     for config in configs:
         warning = warmup_warning(config)
         if warning:
@@ -151,6 +151,10 @@ def validate_config(*configs) -> None:
                     f"resume_from_checkpoint {resume!r} does not exist; give a checkpoint-* folder, or 'true' for "
                     "the newest one in output_dir"
                 )
+    for config in configs:  # a check that reads two of the dataclasses (grpo.py: the rewards and variance_rewards)
+        check_with = getattr(config, "check_with", None)
+        if callable(check_with):
+            check_with(*configs)
 
 
 def require_single_process(recipe: str) -> None:

@@ -1,5 +1,8 @@
 """How recipes/grpo.py puts its trainer together: tokenizer, rows, rewards, the collapse monitor, the model.
 
+The trainer and its options are recipes.trainers.grpo's (`RLVRGRPOTrainer` reads them from its config,
+`RLVRGRPOConfig`, which recipes/grpo.py parses); this module adds what the recipe's own options give it.
+
 `build_trainer` is the recipe's trainer ready to train, so that the script reads as its story (parse, build,
 train, save) and the GRPO overhead benchmark (scripts/bench/grpo_overhead.py) times this very trainer
 against a bare trl.GRPOTrainer. `distributed_setup` is what the run card records of the launch.
@@ -10,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from recipes.common.arguments import VARIANCE_FROM_SUM, GRPOScriptArguments
+from recipes.common.arguments import GRPOScriptArguments
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path, with_kv_cache
 from tasks.schema import load_rows
 
@@ -24,15 +27,6 @@ def distributed_setup(accelerator) -> dict:
     if plugin is not None:
         setup["zero_stage"] = plugin.zero_stage
     return setup
-
-
-def variance_reward_names(script_args: GRPOScriptArguments) -> list[str] | None:
-    """The rewards whose spread is a group's variance, as the trainer takes them: None is the weighted sum."""
-    from rewards import accuracy_reward_names
-
-    if script_args.variance_rewards == [VARIANCE_FROM_SUM]:
-        return None
-    return script_args.variance_rewards or accuracy_reward_names(script_args.rewards) or None
 
 
 def use_kv_cache(training_args) -> None:
@@ -51,15 +45,16 @@ class BuiltTrainer(NamedTuple):
 
 
 def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, callbacks: tuple = ()) -> BuiltTrainer:
-    """The recipe's trainer, ready to train, with its monitor (first callback) and `callbacks` after it.
+    """The recipe's trainer, ready to train, with its monitor (first callback) and `callbacks` after it;
+    `training_args` is an RLVRGRPOConfig, whose trainer options the trainer reads itself.
 
     The GRPO overhead benchmark times this very trainer against a bare trl.GRPOTrainer.
     """
     from trl import get_peft_config
 
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.library_noise import quiet_library_noise
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.trainers.grpo import RLVRGRPOTrainer
+    from recipes.trainers.monitor import RLVRMonitor
     from rewards import accuracy_reward_names, build_rewards
 
     quiet_library_noise()  # before anything loads or saves a model (a cold start built on demand does both)
@@ -76,14 +71,11 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         len(rows), script_args.dataset_name, [(f.__name__, w) for f, w in zip(reward_functions, weights, strict=True)],
     )  # fmt: skip
 
-    accuracy = accuracy_reward_names(script_args.rewards)
-    variance_rewards = variance_reward_names(script_args)
-    logger.info("a group's variance is read from %s", variance_rewards or "the weighted sum of all rewards")
     monitor = RLVRMonitor(
         training_args.output_dir,
         script_args.monitor_std_threshold,
         script_args.monitor_patience,
-        accuracy_rewards=accuracy,
+        accuracy_rewards=accuracy_reward_names(script_args.rewards),
     )
     trainer = RLVRGRPOTrainer(
         model=load_model(model_path, model_args, training_args),
@@ -93,14 +85,5 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
         callbacks=[monitor, *callbacks],
-        dynamic_sampling=script_args.dynamic_sampling,
-        dynamic_sampling_max_rounds=script_args.dynamic_sampling_max_rounds,
-        dynamic_sampling_mode=script_args.dynamic_sampling_mode,
-        curriculum=(script_args.curriculum or {}) if script_args.sampler == "pass_rate_weighted" else None,
-        accuracy_reward=accuracy[0] if accuracy else "math_accuracy",
-        variance_rewards=variance_rewards,
-        compact_generation=script_args.compact_generation,
-        trim_padding=script_args.trim_padding,
-        share_prompts=script_args.share_prompts,
     )
     return BuiltTrainer(trainer, monitor, model_path, tokenizer, rows)

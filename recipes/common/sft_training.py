@@ -6,7 +6,7 @@ an assistant turn with EOS, load the model, train with TRL's SFTTrainer (loss on
 when the config says so, packing and LoRA as the config says), resume from a checkpoint when asked,
 save a model that generates with its KV cache (merged when LoRA was used and a plain model is wanted),
 the tokenizer and a run card. Every logged number goes to `<output_dir>/metrics.jsonl` through the GRPO
-runs' monitor (recipes.common.monitor), so `python -m recipes.plot_curves` draws an SFT run whatever
+runs' monitor (recipes.trainers.monitor), so `python -m recipes.plot_curves` draws an SFT run whatever
 `save_strategy` and `report_to` say.
 """
 
@@ -140,7 +140,7 @@ def train_sft(
     from trl import SFTTrainer, get_peft_config
 
     from recipes.common.library_noise import quiet_library_noise
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.trainers.monitor import RLVRMonitor
 
     quiet_library_noise()
     if output_dir is not None:

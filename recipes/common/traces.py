@@ -51,7 +51,9 @@ class TraceArguments:
     )
     sample_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the traces."})
     sample_top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling of the traces."})
-    sample_max_new_tokens: int = field(default=512, metadata={"help": "Length limit of a sampled completion."})
+    sample_max_new_tokens: int = field(
+        default=SamplingParams.max_new_tokens, metadata={"help": "Length limit of a sampled completion."}
+    )
     sampling_backend: str = field(
         default="transformers",
         metadata={"help": "'transformers', 'vllm' (GPU) or 'auto' (vLLM when it is installed and a GPU is present)."},
@@ -228,13 +230,9 @@ def evaluate_pass_at_1(sampler, rows: list[dict], args: TraceArguments, seed: in
     """Mean pass@1 over held-out rows (`n`, default `eval_samples_per_problem`, samples each), overall and by level."""
     if not rows or args.eval_samples_per_problem == 0:
         return None
-    params = SamplingParams(
-        n=n or args.eval_samples_per_problem,
-        temperature=args.eval_temperature,
-        top_p=1.0,
-        max_new_tokens=args.sample_max_new_tokens,
-        seed=seed,
-    )
+    params = replace(
+        args.sampling_params(seed), n=n or args.eval_samples_per_problem, temperature=args.eval_temperature, top_p=1.0
+    )  # the traces' protocol, at the evaluation's temperature
     results = sample_and_score(sampler, rows, params, progress=False)
     by_level = summarize_by_difficulty(results)
     return {

@@ -10,14 +10,11 @@ second of each and their ratio.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
-    sys.path.insert(0, str(REPO))
 
 from eval.sampler import SamplingParams, TransformersSampler, render_prompts  # noqa: E402
 from tasks.synthetic import generate_rows  # noqa: E402

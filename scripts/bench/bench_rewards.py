@@ -22,14 +22,11 @@ import argparse
 import json
 import logging
 import random
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
-    sys.path.insert(0, str(REPO))
 
 from rewards.math import math_accuracy, start_workers, verify, verify_batch  # noqa: E402
 from rewards.math.pool import shared_pool  # noqa: E402

@@ -28,15 +28,12 @@ import logging
 import random
 import re
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
-    sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -27,13 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
-    sys.path.insert(0, str(REPO))
 
 logger = logging.getLogger("bench.pass_at_k_boundary")
 

@@ -242,7 +242,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if not args.cached_peak:  # a peak first measured on a busy machine (a test run) would be cached low
-        sys.path.insert(0, str(REPO))
         from recipes.common.step_timing import matmul_peak_flops
 
         print(f"fp32 matmul peak measured again: {matmul_peak_flops(refresh=True) / 1e9:.1f} GFLOP/s", flush=True)

@@ -41,8 +41,6 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:  # run as a script from a checkout that is not installed
-    sys.path.insert(0, str(REPO))
 
 from scripts.bench.sample_efficiency_runs import (  # noqa: E402
     DEFAULT_VARIANTS,
@@ -166,9 +164,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if needed and args.job is None:
         import dataclasses
 
-        from recipes.grpo import GRPOScriptArguments
+        from recipes.grpo import make_parser
 
-        missing = sorted(needed - {field.name for field in dataclasses.fields(GRPOScriptArguments)})
+        options = {field.name for kind in make_parser().dataclass_types for field in dataclasses.fields(kind)}
+        missing = sorted(needed - options)
         if missing:
             users = [name for name in args.variants if VARIANTS[name].needs in missing]
             parser.error(f"variant(s) {users} need recipes/grpo.py's --{' --'.join(missing)}, which this checkout "

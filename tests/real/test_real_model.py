@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from trl import GRPOConfig, ModelConfig, SFTConfig
+from trl import ModelConfig, SFTConfig
 
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
@@ -70,7 +70,7 @@ def test_sft_lora_then_grpo_then_a_rejection_sampling_round(real_model, tmp_path
     argv = ["--model_name_or_path", str(adapter), "--output_dir", str(tmp_path / "grpo"), "--max_steps", "2",
             "--num_generations", "2", "--per_device_train_batch_size", "4", "--max_completion_length", "24",
             "--dataset_num_rows", "4", "--save_strategy", "no", "--disable_tqdm", "true", "--use_cpu", "true"]  # fmt: skip
-    grpo.main(*parse_recipe_args((grpo.GRPOScriptArguments, GRPOConfig, ModelConfig), SMOL / "dapo_lora.yaml", argv))
+    grpo.main(*parse_recipe_args(grpo.make_parser().dataclass_types, SMOL / "dapo_lora.yaml", argv))
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "grpo").config.use_cache is True
 
     argv = ["--model_name_or_path", str(adapter), "--output_dir", str(tmp_path / "rs"), "--dataset_num_rows", "4",

@@ -24,18 +24,18 @@ PATTERNS = {
 def main(model_dir: str, out: str) -> None:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, TrainerCallback
-    from trl import GRPOConfig
 
-    from recipes.common.grpo_trainer import RLVRGRPOTrainer
     from recipes.common.model import load_tokenizer
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
+    from recipes.trainers.monitor import RLVRMonitor
     from tasks.synthetic import generate_rows
 
-    args = GRPOConfig(
+    args = RLVRGRPOConfig(
         output_dir=out, max_steps=2, num_generations=G, per_device_train_batch_size=2 * G,
         max_completion_length=8, learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[],
         bf16=False, gradient_checkpointing=False, use_cpu=True, disable_tqdm=True, beta=0.0, seed=0,
-        generation_kwargs={"use_cache": True},
+        generation_kwargs={"use_cache": True}, dynamic_sampling=True, dynamic_sampling_max_rounds=3,
+        dynamic_sampling_mode="adaptive", trim_padding=False, share_prompts=False,
     )  # fmt: skip
     rank = args.process_index  # after the arguments: they set up the (gloo) process group
     pattern = list(PATTERNS[rank])
@@ -59,9 +59,6 @@ def main(model_dir: str, out: str) -> None:
         train_dataset=Dataset.from_list(generate_rows([1, 2], 20, seed=5)),
         processing_class=load_tokenizer(model_dir),
         callbacks=[Record(), RLVRMonitor(Path(out))],
-        dynamic_sampling=True,
-        dynamic_sampling_max_rounds=3,
-        dynamic_sampling_mode="adaptive",
     )
     trainer.train()
     (Path(out) / f"rank{rank}.json").write_text(json.dumps({"steps": steps, "left": pattern}))

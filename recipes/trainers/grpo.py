@@ -1,36 +1,31 @@
-"""TRL's GRPOTrainer with what DAPO and Kimi k1.5 add and TRL lacks: dynamic sampling and a curriculum.
+"""TRL's GRPOTrainer with what DAPO and Kimi k1.5 add and TRL lacks, and its config: `RLVRGRPOConfig` is
+trl.GRPOConfig plus this trainer's own options, and `RLVRGRPOTrainer` reads every one of them from `args`, so a
+bare script builds it as it builds TRL's: `RLVRGRPOTrainer(model=..., reward_funcs=..., args=RLVRGRPOConfig(...),
+train_dataset=...)`. recipes/grpo.py parses the config from the same YAML as its own options (the rewards, the
+data, the monitor: recipes.common.arguments.GRPOScriptArguments).
 
 Everything else (the GRPO / Dr. GRPO / DAPO losses, clip-higher, KL, vLLM, logging, checkpoints) is TRL's,
 set from GRPOConfig. What this subclass adds:
 
-* dynamic sampling (DAPO, Yu et al. 2025, section 3.2): a group whose rewards all agree has zero
-  advantage and gives no gradient. Such groups are dropped and replaced by groups generated for further
-  prompts, up to `dynamic_sampling_max_rounds` extra generation rounds per step; if that cap is hit, the
-  batch is completed with zero-variance groups and the step logs `dynamic_sampling/cap_hit`. No
-  zero-variance group reaches the loss otherwise. `dynamic_sampling_mode` says how much an extra round
-  generates: `batch` (a whole batch, the surplus discarded), `reference` (verl's DAPO recipe: generation
-  batches of 3x the train batch, accumulated, then truncated) or `adaptive` (missing / (1 - zero-variance
-  share) groups, the surplus kept for the next step with its sampling log-probs);
-  recipes.common.dynamic_sampling has the loops, the staleness argument and the metrics. Groups are whole
-  within a process (each process's generation batch must hold whole groups), so every process filters
-  its own; all processes run the same rounds of the same size because generation gathers across them;
-* a curriculum (Kimi k1.5): prompts drawn with weight 1 - pass rate (data_filters.curriculum), the pass
-  rates updated online from the accuracy reward of every generated group;
-* which rewards define a group's variance (`variance_rewards`, by default the accuracy reward: DAPO's
-  reference filters on the accuracy metric, not on the shaped sum);
-* metrics for the monitor: `groups/std_mean` (the mean within-group std of those rewards, the earliest
-  sign of entropy collapse) and `groups/zero_std_frac` (the share of groups without variance);
+* dynamic sampling (DAPO, Yu et al. 2025, section 3.2): groups whose rewards all agree (zero advantage, no
+  gradient) are dropped and replaced by groups generated for further prompts, up to
+  `dynamic_sampling_max_rounds` extra generation rounds per step; past that cap zero-variance groups complete
+  the batch and the step logs `dynamic_sampling/cap_hit`. `dynamic_sampling_mode` says how much an extra round
+  generates (`batch`, `reference`, `adaptive`); recipes.trainers.dynamic_sampling has the loops, the staleness
+  argument and the metrics. Each process filters its own whole groups; all run the same rounds of the same size
+  because generation gathers across them;
+* a curriculum (Kimi k1.5, `sampler: pass_rate_weighted`): prompts drawn with weight 1 - pass rate
+  (data_filters.curriculum), the pass rates updated online from the accuracy reward of every generated group;
+* which rewards define a group's variance (`variance_rewards`, by default the accuracy rewards: DAPO's
+  reference filters on the accuracy metric, not on the shaped sum), and the metrics the monitor reads:
+  `groups/std_mean` (the earliest sign of entropy collapse) and `groups/zero_std_frac`;
 * its own state (curriculum estimates, the extra-prompt stream, adaptive sampling's buffer and estimate)
   saved in each checkpoint and restored with `resume_from_checkpoint`;
 * where each step's time goes (recipes.common.step_timing): thin overrides of TRL's methods open a timed
   phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
-  `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained, so
-  that every step logs `timing_s/*`, `tokens/*` and `perf/*` without a line of TRL's code copied;
-* cheaper rollouts on the transformers path (issue 25's measurements, docs/benchmarks.md "Where a GRPO
-  step's time goes"): `compact_generation` samples with eval.decoding, where a finished row leaves the batch
-  and a group's prompt is prefilled once (TRL's `generate` runs every row until the slowest stops), and
-  `trim_padding` cuts each micro-batch to its own longest prompt and completion (TRL pads every micro-batch
-  to the longest of the whole generation batch).
+  `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained;
+* cheaper steps on the transformers path: `compact_generation` and `trim_padding` (recipes.trainers.decoding),
+  `share_prompts` (recipes.trainers.shared_prompt: a group's prompt runs once in the loss pass).
 """
 
 from __future__ import annotations
@@ -38,52 +33,153 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass, field
 
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import nanstd
 
-from recipes.common.dynamic_sampling import DynamicSamplingMixin, Group
 from recipes.common.step_timing import StepTimer, StepTimingCallback
+from recipes.trainers.decoding import CompactGenerationMixin, trim_micro_batch
+from recipes.trainers.dynamic_sampling import MODES, DynamicSamplingMixin, Group
+from recipes.trainers.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
+from rewards import accuracy_reward_names
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "rlvr_state.json"
 BUFFER_FILE = "rlvr_buffer_rank{rank}.pt"  # adaptive dynamic sampling's buffer, one file per process
+SAMPLERS = ("random", "pass_rate_weighted")  # how prompts are drawn
+VARIANCE_FROM_SUM = "sum"  # variance_rewards: [sum] reads a group's variance from the weighted sum of all rewards
 
 
-class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
-    """GRPOTrainer plus dynamic sampling and a pass-rate curriculum (see the module docstring)."""
+@dataclass
+class RLVRGRPOConfig(GRPOConfig):
+    """trl.GRPOConfig plus RLVRGRPOTrainer's own options (the module docstring says what each one adds)."""
 
-    def __init__(
-        self,
-        *args,
-        dynamic_sampling: bool = False,
-        dynamic_sampling_max_rounds: int = 4,
-        dynamic_sampling_mode: str = "batch",
-        curriculum: dict | None = None,
-        accuracy_reward: str = "math_accuracy",
-        variance_rewards: list[str] | None = None,
-        compact_generation: bool = False,
-        trim_padding: bool = False,
-        share_prompts: bool = False,
-        **kwargs,
-    ):
-        self.compact_generation = compact_generation
-        self.trim_padding = trim_padding
-        self.share_prompts = share_prompts
-        self.dynamic_sampling = dynamic_sampling
-        self._init_dynamic_sampling(dynamic_sampling_mode, dynamic_sampling_max_rounds)
-        self.curriculum_options = curriculum
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={"help": "DAPO's dynamic sampling: replace zero-variance groups with groups of further prompts."},
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=4, metadata={"help": "Extra generation rounds per step before zero-variance groups are let through."}
+    )
+    dynamic_sampling_mode: str = field(
+        default="batch",
+        metadata={
+            "help": "How much an extra round generates: 'batch' (a whole batch, surplus discarded), 'reference' "
+            "(verl's DAPO: 3x batches, accumulated, truncated) or 'adaptive' (missing / (1 - zero-variance share) "
+            "groups, surplus kept for the next step). See recipes/trainers/dynamic_sampling.py."
+        },
+    )
+    sampler: str = field(
+        default="random",
+        metadata={
+            "help": "'random' (TRL's shuffle) or 'pass_rate_weighted' (Kimi's curriculum, weight 1 - pass rate)."
+        },
+    )
+    curriculum: dict = field(
+        default_factory=dict,
+        metadata={
+            "help": "Options of data_filters.curriculum.CurriculumSampler: floor, estimator (ema or mean), ema_alpha, "
+            "unknown_pass_rate, prior_weight, num_samples."
+        },
+    )
+    accuracy_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "The reward whose outcomes update the curriculum's pass rates. Default: the first accuracy reward "
+            "among the reward functions (registered with accuracy=True), else math_accuracy; when it is not among "
+            "them, a completion whose summed reward is positive counts as solved."
+        },
+    )
+    variance_rewards: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Rewards whose within-group spread is a group's variance, for dynamic sampling and the monitor. "
+            "Default: the accuracy rewards among the rewards (those registered with accuracy=True: math_accuracy, "
+            "code_pass_rate, code_binary), as DAPO filters on accuracy; with none of them, the weighted sum of all "
+            "rewards. `sum` alone: the weighted sum of all rewards even when there is an accuracy reward (the "
+            "filter DAPO's paper does not use, for the ablation)."
+        },
+    )
+    compact_generation: bool = field(
+        default=True,
+        metadata={
+            "help": "Generate with eval.decoding (finished rows leave the batch, a group's prompt is prefilled once) "
+            "instead of transformers' generate, on the transformers path with temperature/top-p/top-k sampling; "
+            "false: TRL's own generate. vLLM and continuous batching are TRL's either way."
+        },
+    )
+    share_prompts: bool = field(
+        default=True,
+        metadata={
+            "help": "Run each prompt of the loss pass once for its group, not once per completion "
+            "(recipes/trainers/shared_prompt.py; the same log-probs and gradients), with each group kept in one "
+            "micro-batch; false: TRL's pass, every row whole."
+        },
+    )
+    trim_padding: bool = field(
+        default=True,
+        metadata={
+            "help": "Cut each micro-batch's prompt and completion tensors to its own longest row before the loss "
+            "pass (TRL pads them to the longest in the whole generation batch)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        if self.dynamic_sampling_mode not in MODES:
+            raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {self.dynamic_sampling_mode!r}")
+        if not isinstance(self.curriculum, dict):
+            raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
+        if isinstance(self.variance_rewards, str):
+            self.variance_rewards = [self.variance_rewards]
+        if VARIANCE_FROM_SUM in (self.variance_rewards or ()) and len(self.variance_rewards) > 1:
+            raise ValueError(
+                f"variance_rewards {self.variance_rewards}: `{VARIANCE_FROM_SUM}` (the weighted sum of all rewards) "
+                "stands alone; give either it or reward names"
+            )
+        super().__post_init__()
+
+
+def variance_reward_names(variance_rewards: list[str] | None, reward_names: list[str]) -> list[str] | None:
+    """The rewards whose spread is a group's variance, as the trainer reads them (None: the weighted sum of all):
+    `variance_rewards` as given, by default the accuracy rewards among `reward_names`; `[sum]`: the sum."""
+    if variance_rewards == [VARIANCE_FROM_SUM]:
+        return None
+    return list(variance_rewards) if variance_rewards else accuracy_reward_names(reward_names) or None
+
+
+class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GRPOTrainer):
+    """GRPOTrainer plus dynamic sampling and a pass-rate curriculum, every option read from `args`, an
+    RLVRGRPOConfig (see the module docstring)."""
+
+    def __init__(self, model, reward_funcs, args: RLVRGRPOConfig | None = None, *rest, **kwargs):
+        if not isinstance(args, RLVRGRPOConfig):
+            raise TypeError(
+                "RLVRGRPOTrainer reads its options (dynamic sampling, the curriculum, ...) from args: pass "
+                f"args=recipes.trainers.grpo.RLVRGRPOConfig(...), got {type(args).__name__}"
+            )
+        self.compact_generation = args.compact_generation
+        self.trim_padding = args.trim_padding
+        self.share_prompts = args.share_prompts
+        self.dynamic_sampling = args.dynamic_sampling
+        self._init_dynamic_sampling(args.dynamic_sampling_mode, args.dynamic_sampling_max_rounds)
+        # {} is the curriculum with its default options; None: TRL's shuffle
+        self.curriculum_options = (args.curriculum or {}) if args.sampler == "pass_rate_weighted" else None
         self.curriculum = None
-        self.accuracy_reward = accuracy_reward
-        self.variance_rewards = list(variance_rewards) if variance_rewards else None
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
-        super().__init__(*args, **kwargs)
+        super().__init__(model, reward_funcs, args, *rest, **kwargs)
         self.step_timing = StepTimer(self.accelerator.device)
         self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
+        self.variance_rewards = variance_reward_names(args.variance_rewards, self.reward_func_names)
+        logger.info("a group's variance is read from %s", self.variance_rewards or "the weighted sum of all rewards")
+        accuracy = accuracy_reward_names(self.reward_func_names)
+        self.accuracy_reward = args.accuracy_reward or (accuracy[0] if accuracy else "math_accuracy")
         unknown = sorted(set(self.variance_rewards or ()) - set(self.reward_func_names))
         if unknown:
             raise ValueError(
@@ -154,7 +250,7 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
     def _group_spread(self, rewards_per_func: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
         """Each group's reward spread, (num_groups,): what dynamic sampling and the monitor call its variance.
 
-        With `variance_rewards` (by default the recipes pass the accuracy reward), the largest within-group std
+        With `variance_rewards` (by default the accuracy rewards), the largest within-group std
         of those rewards alone; otherwise the std of the weighted sum. DAPO filters on accuracy: with a length
         or format reward in the sum, a group whose answers are all wrong still varies in length, keeps a
         "variance" and passes the filter, and the policy then trains on length alone.
@@ -183,7 +279,7 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         if not (self.dynamic_sampling and self.model.training):
             return super()._generate_and_score_completions(inputs)
-        return self._sample_dynamically(inputs)  # recipes.common.dynamic_sampling
+        return self._sample_dynamically(inputs)  # recipes.trainers.dynamic_sampling
 
     # ------------------------------------------------------------ step timing (recipes.common.step_timing)
 
@@ -198,56 +294,11 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         with self.step_timing.phase("prepare"):  # bookkeeping around generation: not a phase of the log
             inputs = super()._prepare_inputs(generation_batch)
         if self.share_prompts and self.model.training and self._buffered_inputs is not buffered:
-            from recipes.common.shared_prompt import group_micro_batches
-
             self._buffered_inputs = group_micro_batches(self._buffered_inputs)  # a fresh generation batch
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
         if self.trim_padding and self.model.training:
             inputs = trim_micro_batch(inputs)
         return inputs
-
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        if not self._compact_generation_applies(images, multimodal_fields):
-            return super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
-            )
-        from trl.models import unwrap_model_for_generation
-
-        from eval.decoding import global_sampler, sample_tokens
-
-        with (
-            unwrap_model_for_generation(
-                self.model_wrapped,
-                self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-            ) as unwrapped_model,
-            torch.no_grad(),
-            self._dist.summon_full_params(self.model_wrapped, recurse=False),
-        ):
-            completion_ids = sample_tokens(
-                unwrapped_model,
-                prompt_ids,
-                max_new_tokens=self.max_completion_length,
-                stop_ids=set(self.eos_token_ids),
-                pad_id=self._tokenizer.pad_token_id,
-                pick=global_sampler(self.temperature, self.top_p, self.top_k),
-            )
-        return completion_ids, None  # no sampling log-probs, as TRL's own transformers path
-
-    def _compact_generation_applies(self, images, multimodal_fields) -> bool:
-        """eval.decoding serves plain-text sampling with temperature, top-p and top-k; anything else is TRL's."""
-        return (
-            self.compact_generation
-            and not self.use_vllm
-            and not self.use_transformers_continuous_batching
-            and not images
-            and not multimodal_fields
-            and self.min_p is None
-            and self.repetition_penalty == 1.0
-            and not self.args.generation_kwargs
-            and self.temperature > 0
-        )
 
     def _generate(self, prompts):
         with self.step_timing.phase("generate"):
@@ -268,11 +319,9 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
         compute_aux_loss=False, **multimodal,
     ):  # fmt: skip
-        """recipes.common.shared_prompt for a text model's loss pass; None where TRL's own pass must run."""
+        """recipes.trainers.shared_prompt for a text model's loss pass; None where TRL's own pass must run."""
         if compute_aux_loss or any(value is not None for value in multimodal.values()):
             return None
-        from recipes.common.shared_prompt import shared_prompt_logps
-
         result = shared_prompt_logps(
             model, input_ids, attention_mask, logits_to_keep, compute_entropy,
             prefix_model=self.accelerator.unwrap_model(model),
@@ -283,9 +332,7 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         if self.step_timing.active and torch.is_grad_enabled():
             masks = (inputs["prompt_mask"], inputs["completion_mask"])
             counts = None
-            if self.share_prompts:  # the tokens the shared pass runs: each prompt once (recipes.common.shared_prompt)
-                from recipes.common.shared_prompt import shared_token_counts
-
+            if self.share_prompts:  # the tokens the shared pass runs: each prompt once (recipes.trainers.shared_prompt)
                 counts = shared_token_counts(inputs["prompt_ids"], *masks)
             if counts is None:
                 counts = (sum(int(mask.sum().item()) for mask in masks), sum(mask.numel() for mask in masks))
@@ -331,37 +378,3 @@ class RLVRGRPOTrainer(DynamicSamplingMixin, GRPOTrainer):
         if buffer and os.path.exists(buffer):
             saved = torch.load(buffer, map_location=self.accelerator.device, weights_only=False)
             self._buffer = [Group(**fields) for fields in saved]
-
-
-# The per-token tensors of a GRPO micro-batch: prompt columns (left-padded) and completion columns (right-padded).
-PROMPT_COLUMNS = ("prompt_ids", "prompt_mask")
-COMPLETION_COLUMNS = (
-    "completion_ids", "completion_mask", "old_per_token_logps", "ref_per_token_logps", "sampling_per_token_logps",
-    "importance_sampling_ratio", "tool_mask",
-)  # fmt: skip
-
-
-def trim_micro_batch(inputs: dict) -> dict:
-    """The micro-batch with the prompt columns that are padding in every row cut from the left and the completion
-    columns that are padding in every row cut from the right; the loss is unchanged (the cut columns are masked).
-
-    Left untouched when the batch holds a per-token tensor of another kind (a multimodal model's), whose layout
-    this does not know.
-    """
-    if any(
-        isinstance(value, torch.Tensor) and value.dim() >= 2 and key not in PROMPT_COLUMNS + COMPLETION_COLUMNS
-        for key, value in inputs.items()
-    ):
-        return inputs
-    trimmed = dict(inputs)
-    prompt_mask, completion_mask = inputs["prompt_mask"], inputs["completion_mask"]
-    first = int(prompt_mask.any(dim=0).int().argmax()) if prompt_mask.any() else 0
-    used = completion_mask.any(dim=0).nonzero()
-    width = int(used[-1]) + 1 if len(used) else 1
-    for key in PROMPT_COLUMNS:
-        trimmed[key] = inputs[key][:, first:]
-    for key in COMPLETION_COLUMNS:
-        value = inputs.get(key)
-        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[1] == completion_mask.shape[1]:
-            trimmed[key] = value[:, :width]
-    return trimmed
