@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 KEEP_RULES = ("window", "kimi", "none")
 DEFAULT_NO_THINK_TEMPLATE = "{problem}\n\nGive only the final answer, in \\boxed{}, with no explanation."
+# Part of the no-think rule, not a sampling default: an answer given "with no explanation" fits in this many
+# tokens, so a sample still going past them is reasoning, which the rule does not count.
+NO_THINK_ANSWER_TOKENS = 64
 
 
 def reference_completion(row: dict) -> str:

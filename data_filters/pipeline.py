@@ -89,12 +89,25 @@ def load_sampler(name_or_path: str, backend: str = "transformers", batch_size: i
     return TransformersSampler(model.to(device), tokenizer, batch_size=batch_size)
 
 
-def _sampling_params(n, temperature, top_p, top_k, max_new_tokens, seed):
+# Steps that sample take the sampling protocol whole (eval.sampler.SamplingParams, the project's one home of
+# sampling defaults): their YAML options n, temperature, top_p, top_k, max_new_tokens and seed are gathered into
+# a `sampling` argument by `_step_spec`. Only what a step's rule needs differs from SamplingParams' defaults.
+SAMPLING_STEPS = ("pass_rate", "no_think")
+SAMPLING_FIELDS = ("n", "temperature", "top_p", "top_k", "max_new_tokens", "seed")
+
+
+def _sampling_params(step: str, options: dict):
+    """The step's SamplingParams from its YAML options (the sampling fields are popped from `options`)."""
     from eval.sampler import SamplingParams
 
-    return SamplingParams(
-        n=n, temperature=temperature, top_p=top_p, top_k=top_k, max_new_tokens=max_new_tokens, seed=seed
-    )
+    if step == "no_think":  # the rule asks for an answer without reasoning: a few samples, each short
+        from data_filters.pass_rate import NO_THINK_ANSWER_TOKENS
+
+        defaults = {"n": 4, "max_new_tokens": NO_THINK_ANSWER_TOKENS}
+    else:
+        defaults = {"n": 8}  # enough samples for a pass-rate window
+    given = {name: options.pop(name) for name in SAMPLING_FIELDS if name in options}
+    return SamplingParams(**{**defaults, **given})
 
 
 # ---------------------------------------------------------------- steps: (dataset, context, **options) -> (dataset, report)
@@ -134,12 +147,7 @@ def _step_decontaminate(
 def _step_pass_rate(
     dataset,
     context: _Context,
-    n: int = 8,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int | None = None,
-    max_new_tokens: int = 1024,
-    seed: int = 0,
+    sampling=None,
     keep: str = "window",
     lo: float = 0.0,
     hi: float = 1.0,
@@ -151,11 +159,10 @@ def _step_pass_rate(
 ):
     from data_filters.pass_rate import pass_rate_filter
 
-    params = _sampling_params(n, temperature, top_p, top_k, max_new_tokens, seed)
     return pass_rate_filter(
         dataset,
         context.sampler(model),
-        params,
+        sampling or _sampling_params("pass_rate", {}),
         rule=keep,
         lo=lo,
         hi=hi,
@@ -170,12 +177,7 @@ def _step_pass_rate(
 def _step_no_think(
     dataset,
     context: _Context,
-    n: int = 4,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int | None = None,
-    max_new_tokens: int = 64,
-    seed: int = 0,
+    sampling=None,
     threshold: float = 0.0,
     user_template: str | None = None,
     system_prompt: str | None = None,
@@ -185,11 +187,10 @@ def _step_no_think(
 ):
     from data_filters.pass_rate import DEFAULT_NO_THINK_TEMPLATE, no_think_filter
 
-    params = _sampling_params(n, temperature, top_p, top_k, max_new_tokens, seed)
     return no_think_filter(
         dataset,
         context.sampler(model),
-        params,
+        sampling or _sampling_params("no_think", {}),
         threshold=threshold,
         user_template=user_template or DEFAULT_NO_THINK_TEMPLATE,
         system_prompt=system_prompt,
@@ -237,8 +238,10 @@ def _step_spec(entry, number: int) -> tuple[str, dict]:
         raise ConfigError(f"steps[{number}]: write {{step: <name>, <option>: <value>, ...}}, not {entry!r}")
     if name not in STEPS:
         raise ConfigError(f"steps[{number}]: unknown step {name!r}; steps: {', '.join(STEPS)}")
-    parameters = list(inspect.signature(STEPS[name]).parameters.values())[2:]
+    parameters = [p for p in list(inspect.signature(STEPS[name]).parameters.values())[2:] if p.name != "sampling"]
     accepted = {parameter.name for parameter in parameters}
+    if name in SAMPLING_STEPS:
+        accepted |= set(SAMPLING_FIELDS)
     unknown = sorted(set(options) - accepted)
     if unknown:
         raise ConfigError(
@@ -247,6 +250,11 @@ def _step_spec(entry, number: int) -> tuple[str, dict]:
     missing = [p.name for p in parameters if p.default is inspect.Parameter.empty and p.name not in options]
     if missing:
         raise ConfigError(f"steps[{number}] ({name}): option(s) {missing} are required")
+    if name in SAMPLING_STEPS:
+        try:
+            options["sampling"] = _sampling_params(name, options)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"steps[{number}] ({name}): {error}") from None
     return name, options
 
 

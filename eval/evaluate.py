@@ -36,7 +36,7 @@ from eval import budget
 from eval.cli import FlagParser, UserInputError, check_model
 from eval.report import format_outcomes, format_table, outcome_shares, plot_pass_at_k, problem_metrics, summarize
 from eval.runner import scored_chunks
-from eval.sampler import SamplingParams
+from eval.sampler import DEFAULT_MAX_NEW_TOKENS, SamplingParams
 
 logger = logging.getLogger("eval.evaluate")
 PROTOCOL_KEYS = (
@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--top-p", type=float, default=0.95)
     parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--max-new-tokens", type=int, default=4096)
+    parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run of n samples per seed")
     parser.add_argument("--backend", choices=("auto", "transformers", "vllm"), default="auto")
     parser.add_argument("--output-dir", type=Path, required=True)

@@ -33,15 +33,21 @@ from eval.row_sampling import SeededRowSampling
 logger = logging.getLogger(__name__)
 
 
+# The one default length limit of a sample, for every caller that does not set its own (eval's command line,
+# the data filters' sampling steps, the recipes' traces): long enough for AIME-style reasoning.
+DEFAULT_MAX_NEW_TOKENS = 4096
+
+
 @dataclass(frozen=True)
 class SamplingParams:
-    """The sampling protocol. Evaluation reports it beside every number it prints."""
+    """The sampling protocol, with the project's only sampling defaults. Evaluation reports it beside every
+    number it prints; the filters and the recipes' traces take it whole."""
 
     n: int = 1
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int | None = None
-    max_new_tokens: int = 512
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     seed: int = 0
 
     def __post_init__(self) -> None:
