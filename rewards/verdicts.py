@@ -10,31 +10,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from rewards.options import REQUIRE_NUMBER, choice_of, is_choice  # noqa: F401  (the row contract names them)
+
 VERIFIERS = ("math", "code")
 DEFAULT_VERIFIER = "math"  # a row with no `verifier` (or an empty one) is a math row
-# A math row's column that asks for a number literal where its gold is a number (rewards.math.literal).
-REQUIRE_NUMBER = "require_number"
-_YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 def verifier_of(row: dict) -> str:
     """The verifier that scores `row`: its `verifier` column, or the default when that is missing or empty."""
     return row.get("verifier") or DEFAULT_VERIFIER
-
-
-def choice_of(value) -> bool:
-    """A yes/no option as a row or a config may write it: a bool, None (no), 0/1, or "true"/"false" text
-    (a CSV or a hand-written JSONL), which `bool()` would read as yes whatever it says."""
-    if isinstance(value, str):
-        return value.strip().lower() in _YES
-    return bool(value)
-
-
-def is_choice(value) -> bool:
-    """Whether `value` reads as a yes/no option at all (the schema reports a row whose value does not)."""
-    if isinstance(value, str):
-        return value.strip().lower() in (*_YES, *_NO)
-    return value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1))
 
 
 @dataclass(frozen=True)

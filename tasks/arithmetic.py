@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tasks.synthetic import draw_rows
+from tasks.generation import draw_rows
 
 NAMES = ("Mia", "Tom", "Ana", "Leo", "Sara", "Ben", "Ivy", "Omar", "Lena", "Raj", "Nora", "Eli", "Zoe", "Max")
 ITEMS = ("apples", "marbles", "stickers", "books", "coins", "pencils", "cards", "shells", "cookies", "stamps")
@@ -90,7 +90,7 @@ def generate_rows(
     """`num_per_level` distinct problems per level, as schema rows (deterministic for seed, split, level).
 
     `require_number` (on by default) is why `\\boxed{14 - 5}` does not solve "Mia has 14 ... gives 5": the
-    rows ask every stage that scores them for a number literal (tasks.synthetic.draw_rows)."""
+    rows ask every stage that scores them for a number literal (tasks.generation.draw_rows)."""
     if "{problem}" not in user_template:
         raise ValueError(f"user_template must contain '{{problem}}', got {user_template!r}")
 

@@ -21,18 +21,16 @@ a hash of its text falls in the eval bucket, so separate calls can never leak ev
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 import string
 from dataclasses import dataclass
 
-from rewards.verdicts import REQUIRE_NUMBER
+from tasks.generation import draw_rows, split_of  # noqa: F401  (split_of: a question's split)
 
 DEFAULT_DISTRACTORS = 6
 DEFAULT_MAX_VALUE = 99
 SPLITS = ("train", "eval")
-_EVAL_BUCKETS = 8  # one question in 8 belongs to the eval split
 _VARIABLES = string.ascii_lowercase
 # Generated task families by name: `synthetic:<levels>` (this module) and `arithmetic:<levels>`
 # (tasks.arithmetic, word problems for real pretrained models).
@@ -95,12 +93,6 @@ def make_problem(
     assignments = chain + distractors
     rng.shuffle(assignments)
     return SyntheticProblem(tuple(assignments), chain_vars[0], tuple(chain), answer)
-
-
-def split_of(question: str) -> str:
-    """The split a question belongs to, from a hash of its text (stable across processes and runs)."""
-    bucket = int(hashlib.sha1(question.encode()).hexdigest(), 16) % _EVAL_BUCKETS
-    return "eval" if bucket == 0 else "train"
 
 
 def parse_levels(name: str) -> list[int]:
@@ -168,60 +160,3 @@ def generate_rows(
         lambda level: f"synthetic:{seed}:{split}:{level}:{num_distractors}:{max_value}",
         system_prompt, user_template, require_number,
     )  # fmt: skip
-
-
-def draw_rows(
-    family: str,
-    levels: list[int],
-    num_per_level: int,
-    split: str,
-    draw,
-    rng_key,
-    system_prompt: str | None,
-    user_template: str,
-    require_number: bool = True,
-) -> list[dict]:
-    """The loop every generated task shares: `num_per_level` distinct problems per level, each in `split`.
-
-    `draw(rng, level)` makes one problem, `(question, text shown to the model, solution, answer)`; the level's
-    random stream is seeded by `rng_key(level)`, so rows are deterministic and a question is in the eval split
-    exactly when `split_of` says so. Rows follow the schema of tasks/schema.py.
-
-    Every answer is an integer, so rows carry `require_number` (rewards.verdicts.REQUIRE_NUMBER), True by
-    default: an answer must be a number, not an expression that evaluates to it. Without it, a policy that
-    copies "14 - 5" from the question into the box is paid as if it had computed 9, by the GRPO reward and
-    every other stage that scores the row (they all read the row's column).
-    """
-    rows = []
-    for level in levels:
-        rng = random.Random(rng_key(level))
-        seen: set[str] = set()
-        attempts = 0
-        while len(seen) < num_per_level:
-            attempts += 1
-            if attempts > 50 * num_per_level + 1000:
-                raise ValueError(
-                    f"could not draw {num_per_level} distinct level-{level} {family} problems for split {split!r}; "
-                    "ask for fewer rows"
-                )
-            question, shown, solution, answer = draw(rng, level)
-            if question in seen or split_of(question) != split:
-                continue
-            seen.add(question)
-            # replace, not format: a template may hold LaTeX braces ("\\boxed{}")
-            prompt = [{"role": "user", "content": user_template.replace("{problem}", shown)}]
-            if system_prompt:
-                prompt.insert(0, {"role": "system", "content": system_prompt})
-            rows.append(
-                {
-                    "id": f"{family}-L{level}-{hashlib.sha1(question.encode()).hexdigest()[:12]}",
-                    "prompt": prompt,
-                    "answer": str(answer),
-                    "solution": solution,
-                    "difficulty": level,
-                    "verifier": "math",
-                    "source": family,
-                    REQUIRE_NUMBER: require_number,
-                }
-            )
-    return rows

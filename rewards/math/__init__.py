@@ -51,9 +51,9 @@ from rewards.math.compare import (
 )
 from rewards.math.literal import literal_problem
 from rewards.math.statements import HEDGED, NOT_FOUND, hedges_inside, last_statement
+from rewards.options import REQUIRE_NUMBER, choice_of
 from rewards.registry import register
 from rewards.text import column, completion_text
-from rewards.verdicts import REQUIRE_NUMBER, choice_of
 
 logger = logging.getLogger(__name__)
 
