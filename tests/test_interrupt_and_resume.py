@@ -58,7 +58,12 @@ def test_ctrl_c_names_the_checkpoint_and_the_resumed_run_keeps_tied_weights_quie
     command = [sys.executable, str(REPO / "recipes" / "sft.py"), *sft_argv(tiny_model_dir, output_dir, 100_000)]
     log = tmp_path / "stderr.txt"
     with log.open("w") as stderr:  # a file, not a pipe: a pipe nobody reads fills up and stops the run
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env)
+        # SIGINT back to its default in the child: a suite started as a background job of a non-interactive
+        # shell (`cmd &`) inherits it ignored, and Python then installs no KeyboardInterrupt handler at all.
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=stderr, text=True, env=env,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
         try:
             deadline = time.monotonic() + 240
             # any complete checkpoint: with the config's save_total_limit 1, checkpoint-2 may already be gone
