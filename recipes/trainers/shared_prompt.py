@@ -32,22 +32,15 @@ def shared_prompt_logps(
     """
     from transformers import DynamicCache
 
-    rows, width = input_ids.shape
+    width = input_ids.shape[1]
     prefix_width = width - logits_to_keep - 1  # the prompt without its last token
     if prefix_width < 1:
         return None
     prefix_ids, prefix_mask = input_ids[:, :prefix_width], attention_mask[:, :prefix_width]
-    if not bool(prefix_mask.any(dim=1).all()):  # a one-token prompt: no prefix to share on that row
+    groups = prefix_groups(prefix_ids, prefix_mask)
+    if groups is None:
         return None
-    distinct: dict[tuple, int] = {}
-    owner = []
-    for row in range(rows):
-        key = (tuple(prefix_ids[row].tolist()), tuple(prefix_mask[row].tolist()))
-        owner.append(distinct.setdefault(key, len(distinct)))
-    if len(distinct) == rows:
-        return None
-    owner = torch.tensor(owner, device=input_ids.device)
-    first = torch.tensor([owner.tolist().index(group) for group in range(len(distinct))], device=input_ids.device)
+    owner, first = (torch.tensor(values, device=input_ids.device) for values in groups)
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
     cache = DynamicCache()
@@ -76,19 +69,30 @@ def shared_prompt_logps(
     return logps, entropies
 
 
+def prefix_groups(prefix_ids, prefix_mask) -> tuple[list[int], list[int]] | None:
+    """(each row's group, each group's first row) of the rows' prefixes (left-padded, so equal prefixes are equal
+    rows); None when there is nothing to share: no two rows alike, or a row with an empty prefix."""
+    if not bool(prefix_mask.any(dim=1).all()):  # a one-token prompt: no prefix to share on that row
+        return None
+    distinct: dict[tuple, int] = {}
+    owner, first = [], []
+    for row in range(prefix_ids.shape[0]):
+        key = (tuple(prefix_ids[row].tolist()), tuple(prefix_mask[row].tolist()))
+        if key not in distinct:
+            distinct[key] = len(first)
+            first.append(row)
+        owner.append(distinct[key])
+    return None if len(first) == len(owner) else (owner, first)
+
+
 def shared_token_counts(prompt_ids, prompt_mask, completion_mask) -> tuple[int, int] | None:
     """(tokens, positions) the shared pass runs for a micro-batch: each distinct prefix once, then every row's
     last prompt token and completion; None where `shared_prompt_logps` would decline (the full pass runs)."""
     prefix_width = prompt_ids.shape[1] - 1
-    if prefix_width < 1 or not bool(prompt_mask[:, :prefix_width].any(dim=1).all()):
+    groups = prefix_groups(prompt_ids[:, :prefix_width], prompt_mask[:, :prefix_width]) if prefix_width >= 1 else None
+    if groups is None:
         return None
-    distinct = {
-        (tuple(prompt_ids[row, :prefix_width].tolist()), tuple(prompt_mask[row, :prefix_width].tolist())): row
-        for row in range(prompt_ids.shape[0])
-    }
-    if len(distinct) == prompt_ids.shape[0]:
-        return None
-    firsts = torch.tensor(sorted(distinct.values()))
+    firsts = torch.tensor(groups[1])
     rows_part = prompt_mask[:, prefix_width:].sum() + completion_mask.sum()
     tokens = int(prompt_mask[firsts, :prefix_width].sum() + rows_part)
     positions = len(firsts) * prefix_width + prompt_ids.shape[0] * (1 + completion_mask.shape[1])
