@@ -12,7 +12,8 @@ from rewards import accuracy_reward_names, accuracy_rewards, available_rewards, 
 from rewards.registry import _reward_modules, unregister
 from tests.conftest import REPO
 
-# The built-in rewards as the hand-kept module list registered them before the registry found them itself.
+# The built-in rewards: those the hand-kept module list registered before the registry found them itself, and the
+# learned ones added since (rewards/learned.py, rewards/judge.py).
 BUILTIN_REWARDS = {
     "code_binary",
     "code_pass_rate",
@@ -21,9 +22,11 @@ BUILTIN_REWARDS = {
     "format_only",
     "kimi_length",
     "language_consistency",
+    "llm_judge",
     "math_accuracy",
     "overlong",
     "random",
+    "reward_model",
     "repetition",
     "tag_count",
     "think_format",
