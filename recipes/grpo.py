@@ -9,9 +9,10 @@ The three algorithms are three YAML files for this one script: they differ in GR
 `scale_rewards`, `beta` and `epsilon_high`, and in our `dynamic_sampling`. Top to bottom: parse the
 config (this recipe's own options: recipes.common.arguments.GRPOScriptArguments; the trainer's:
 recipes.trainers.grpo.RLVRGRPOConfig), build the trainer (recipes.common.grpo_setup: the model, the demo's
-shipped cold start copied into place if it is missing, the rows, the rewards from the registry, the collapse
-monitor), train (recipes.trainers.grpo adds dynamic sampling and the curriculum to TRL's trainer, cheaper
-rollouts, and times each step's phases), save the model, the
+shipped cold start copied into place if it is missing, the rows, the rewards from the registry and the gold
+rewards watched beside them, the monitor), train (recipes.trainers.grpo adds dynamic sampling and the curriculum to TRL's trainer, cheaper
+rollouts, and times each step's phases; with stop_on_reward_hacking, a run the monitor stops goes back to
+its last checkpoint from before the divergence), save the model, the
 tokenizer and a run card (with `timing`: mean seconds per phase, tokens and FLOP/s over the run).
 """
 
@@ -24,7 +25,7 @@ if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
 from recipes.common.arguments import GRPOScriptArguments
-from recipes.common.checkpoints import resume_point
+from recipes.common.checkpoints import restore_before_divergence, resume_point
 from recipes.common.config import RecipeParser
 from recipes.common.grpo_setup import build_trainer, distributed_setup
 from recipes.common.model import save_for_inference
@@ -42,6 +43,9 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
     set_seed(training_args.seed)
     trainer, monitor, model_path, tokenizer, rows = build_trainer(script_args, training_args, model_args)
     trainer.train(resume_from_checkpoint=resume_point(training_args, training_args.output_dir, trainer.model))
+    hacking = monitor.hacking  # the first suspected reward hacking (gold_rewards), or None
+    if hacking and script_args.stop_on_reward_hacking:
+        hacking["restored_checkpoint"] = restore_before_divergence(trainer, training_args.output_dir, hacking)
 
     save_for_inference(
         trainer, training_args.output_dir, tokenizer, merge_lora=script_args.merge_lora, started_from=model_path
@@ -56,6 +60,8 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
                 "base_model": model_path,
                 "rewards": script_args.rewards,
                 "monitor_warnings": monitor.warnings,
+                "gold_rewards": script_args.gold_rewards,
+                "reward_hacking": hacking,
                 "final_step": trainer.state.global_step,
                 "processes": trainer.accelerator.num_processes,
                 "distributed": distributed_setup(trainer.accelerator),

@@ -86,6 +86,27 @@ class GRPOScriptArguments(DataArguments):
         default=0.05, metadata={"help": "Warn of entropy collapse when the mean group reward std stays below this."}
     )
     monitor_patience: int = field(default=3, metadata={"help": "... for this many consecutive logs."})
+    gold_rewards: list[dict] = field(
+        default_factory=list,
+        metadata={
+            "help": "Rewards computed on the same completions but left out of the loss (e.g. [math_accuracy] beside a "
+            "learned reward): logged as gold/<name> beside proxy/<name>, and watched for reward hacking."
+        },
+    )
+    monitor_hacking_margin: float = field(
+        default=0.05,
+        metadata={
+            "help": "Warn 'reward hacking suspected' when, over the last monitor_patience + 1 logs, the training "
+            "reward rose while a gold reward fell by at least this much (least-squares fits of both)."
+        },
+    )
+    stop_on_reward_hacking: bool = field(
+        default=False,
+        metadata={
+            "help": "Stop the run when reward hacking is suspected and save the last checkpoint from before the "
+            "divergence as the final model (needs gold_rewards and save_strategy: steps)."
+        },
+    )
     cold_start_if_missing: bool = field(
         default=False,
         metadata={
@@ -99,6 +120,14 @@ class GRPOScriptArguments(DataArguments):
         from rewards.registry import check_reward_specs
 
         check_reward_specs(self.rewards, "rewards")  # name, parameters, types, weight: one line naming the entry
+        check_reward_specs(self.gold_rewards, "gold_rewards")
+        if self.stop_on_reward_hacking and not self.gold_rewards:
+            raise ValueError(
+                "stop_on_reward_hacking needs gold_rewards: the divergence is read from a gold reward beside the "
+                "training one, e.g. gold_rewards: [{name: math_accuracy}]"
+            )
+        if self.monitor_hacking_margin < 0:
+            raise ValueError(f"monitor_hacking_margin must be >= 0, got {self.monitor_hacking_margin}")
 
     def check_with(self, *configs) -> None:
         """The trainer config's `variance_rewards` names rewards of this list (recipes.common.checks runs this

@@ -49,3 +49,32 @@ def resume_point(training_args, output_dir: str, model=None) -> str | None:
     if resume and model is not None:
         note_tied_weights_on_resume(model)
     return resume
+
+
+def complete_checkpoint_at_or_before(output_dir: str | Path, step: int) -> str | None:
+    """The highest complete `checkpoint-N` in `output_dir` with N <= `step` (written to the end), or None."""
+    found = []
+    for folder in Path(output_dir).glob("checkpoint-*"):
+        number = folder.name.rpartition("-")[2]
+        if number.isdigit() and int(number) <= step and (folder / TRAINER_STATE).is_file():
+            found.append((int(number), folder))
+    return str(max(found)[1]) if found else None
+
+
+def restore_before_divergence(trainer, output_dir: str | Path, hacking: dict) -> str | None:
+    """After a stop on suspected reward hacking (recipes.trainers.monitor), load into `trainer.model` the weights
+    of the last complete checkpoint saved at or before the step the divergence began, so that the model saved
+    next is that one; returns its path, or None (then the weights stay as they were at the stop, and a warning
+    says so: no checkpoint was that old, or save_total_limit had deleted it)."""
+    start = hacking["diverged_from"]
+    checkpoint = complete_checkpoint_at_or_before(output_dir, start)
+    if checkpoint is None:
+        logger.warning(
+            "reward hacking: no checkpoint at or before step %d is left in %s; the saved model is the one at the "
+            "stop (step %d). Save more often (save_steps) or keep more (save_total_limit).",
+            start, output_dir, trainer.state.global_step,
+        )  # fmt: skip
+        return None
+    trainer._load_from_checkpoint(checkpoint)  # the Trainer's own loader: full weights or a LoRA adapter
+    logger.warning("reward hacking: the saved model is %s (the divergence began at step %d)", checkpoint, start)
+    return checkpoint

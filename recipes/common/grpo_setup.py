@@ -34,6 +34,33 @@ def use_kv_cache(training_args) -> None:
     training_args.generation_kwargs = with_kv_cache(training_args.generation_kwargs)
 
 
+def prepare_learned_rewards(functions, tokenizer, device) -> None:
+    """Load each learned reward (reward_model, llm_judge: rewards.learned) onto the policy's device, after checking
+    it against the policy's tokenizer; a reward model that cannot score this policy's text is a RewardConfigError
+    (one line, exit 2) here, before training. Rule rewards have nothing to prepare."""
+    for function in functions:
+        prepare = getattr(function, "prepare", None)
+        if prepare is not None:
+            prepare(tokenizer, device)
+
+
+def warn_if_checkpoints_too_few(training_args, patience: int) -> None:
+    """stop_on_reward_hacking goes back to a checkpoint from `patience` logs before the stop: say so when the run
+    saves none, or keeps too few of them for that one to be left."""
+    if str(getattr(training_args.save_strategy, "value", training_args.save_strategy)) != "steps":
+        logger.warning("stop_on_reward_hacking: save_strategy is not 'steps', so there is no checkpoint to go back to")
+        return
+    span = patience * training_args.logging_steps  # steps between the divergence's first log and the stop
+    needed = span // max(1, int(training_args.save_steps)) + 1
+    limit = training_args.save_total_limit
+    if limit is not None and limit < needed:
+        logger.warning(
+            "stop_on_reward_hacking: save_total_limit %d keeps fewer checkpoints than the %d that span the monitor's "
+            "window (%d steps); the one from before a divergence may be deleted. Raise save_total_limit.",
+            limit, needed, span,
+        )  # fmt: skip
+
+
 class BuiltTrainer(NamedTuple):
     """The trainer and what recipes/grpo.py needs of the build after training (saving, the run card)."""
 
@@ -65,17 +92,24 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
 
     rows = load_rows(script_args)
     reward_functions, weights = build_rewards(script_args.rewards)
+    gold_functions, _ = build_rewards(script_args.gold_rewards, "gold_rewards")
+    prepare_learned_rewards([*reward_functions, *gold_functions], tokenizer, training_args.device)
     training_args.reward_weights = weights
     logger.info(
         "training on %d prompts from %s with rewards %s",
         len(rows), script_args.dataset_name, [(f.__name__, w) for f, w in zip(reward_functions, weights, strict=True)],
     )  # fmt: skip
 
+    if script_args.stop_on_reward_hacking:
+        warn_if_checkpoints_too_few(training_args, script_args.monitor_patience)
     monitor = RLVRMonitor(
         training_args.output_dir,
         script_args.monitor_std_threshold,
         script_args.monitor_patience,
         accuracy_rewards=accuracy_reward_names(script_args.rewards),
+        gold_rewards=[function.__name__ for function in gold_functions],
+        hacking_margin=script_args.monitor_hacking_margin,
+        stop_on_hacking=script_args.stop_on_reward_hacking,
     )
     trainer = RLVRGRPOTrainer(
         model=load_model(model_path, model_args, training_args),
@@ -85,5 +119,6 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
         callbacks=[monitor, *callbacks],
+        gold_reward_funcs=gold_functions,
     )
     return BuiltTrainer(trainer, monitor, model_path, tokenizer, rows)

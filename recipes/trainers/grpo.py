@@ -24,6 +24,9 @@ set from GRPOConfig. What this subclass adds:
 * where each step's time goes (recipes.common.step_timing): thin overrides of TRL's methods open a timed
   phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
   `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained;
+* gold rewards (`gold_reward_funcs`, recipes.trainers.gold): rule rewards scored on the same completions and
+  logged as `gold/<name>` beside `proxy/*`, never in the loss, so that a learned reward can be watched against
+  the verifier (recipes.trainers.monitor warns of reward hacking from them);
 * cheaper steps on the transformers path: `compact_generation` and `trim_padding` (recipes.trainers.decoding),
   `share_prompts` (recipes.trainers.shared_prompt: a group's prompt runs once in the loss pass).
 """
@@ -43,6 +46,7 @@ from trl.trainer.utils import nanstd
 from recipes.common.step_timing import StepTimer, StepTimingCallback
 from recipes.trainers.decoding import CompactGenerationMixin, trim_micro_batch
 from recipes.trainers.dynamic_sampling import MODES, DynamicSamplingMixin, Group
+from recipes.trainers.gold import GoldRewardsMixin
 from recipes.trainers.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 from rewards import accuracy_reward_names
 
@@ -153,11 +157,11 @@ def variance_reward_names(variance_rewards: list[str] | None, reward_names: list
     return list(variance_rewards) if variance_rewards else accuracy_reward_names(reward_names) or None
 
 
-class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GRPOTrainer):
+class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsMixin, GRPOTrainer):
     """GRPOTrainer plus dynamic sampling and a pass-rate curriculum, every option read from `args`, an
     RLVRGRPOConfig (see the module docstring)."""
 
-    def __init__(self, model, reward_funcs, args: RLVRGRPOConfig | None = None, *rest, **kwargs):
+    def __init__(self, model, reward_funcs, args: RLVRGRPOConfig | None = None, *rest, gold_reward_funcs=(), **kwargs):
         if not isinstance(args, RLVRGRPOConfig):
             raise TypeError(
                 "RLVRGRPOTrainer reads its options (dynamic sampling, the curriculum, ...) from args: pass "
@@ -174,6 +178,9 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GRPOTrainer)
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
         super().__init__(model, reward_funcs, args, *rest, **kwargs)
+        # gold rewards: scored on the same completions, logged, never in the loss (see _calculate_rewards)
+        self.gold_reward_funcs = list(gold_reward_funcs)
+        self.gold_reward_names = [function.__name__ for function in self.gold_reward_funcs]
         self.step_timing = StepTimer(self.accelerator.device)
         self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
         self.variance_rewards = variance_reward_names(args.variance_rewards, self.reward_func_names)
@@ -232,9 +239,12 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GRPOTrainer)
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         with self.step_timing.phase("rewards"):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            gold = self._gold_rewards(inputs, prompts, completions, completion_ids_list)
         weights = self.reward_weights.to(rewards_per_func.device)
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
+        if gold is not None:
+            self._log_gold(rewards_per_func, rewards, gold)  # recipes.trainers.gold
         if self.model.training and self.num_generations > 1:
             group_std = self._group_spread(rewards_per_func, rewards)
             self._last_group_std = group_std

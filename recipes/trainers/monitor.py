@@ -9,7 +9,14 @@ has stopped learning.
   breaks). This is the usual cause of "the loss is 0" reports (trl#2703);
 * constant accuracy: the accuracy reward (the verifier) has not varied for `patience` consecutive logs,
   whatever the other rewards do. A length or format reward keeps the loss moving, so nothing else looks
-  wrong, but the policy is then trained on length or format alone (a model that never boxes its answer).
+  wrong, but the policy is then trained on length or format alone (a model that never boxes its answer);
+* reward hacking: with gold rewards (rule rewards computed on the same completions, left out of the loss:
+  `gold/<name>` beside the training reward `proxy/reward`), the training reward rose while a gold reward
+  fell over the last `patience` + 1 logs. Both changes are read from least-squares lines through the window,
+  so one noisy log neither fires nor hides it; the gold's fall must reach `hacking_margin`. A learned reward
+  (a reward model, an LLM judge) is the usual cause: the policy has moved to where the reward model is wrong
+  (Gao et al. 2023). With `stop_on_hacking` the callback also stops the run; `hacking` then says where the
+  divergence began, and recipes/grpo.py saves the last checkpoint from before it.
 
 Every numeric key TRL logs lands in metrics.jsonl, among them the step's time split, token counts and
 FLOP/s (`timing_s/*`, `tokens/*`, `perf/*`: recipes.common.step_timing). Warnings go to the log and into the
@@ -37,6 +44,9 @@ class RLVRMonitor(TrainerCallback):
         std_threshold: float = 0.05,
         patience: int = 3,
         accuracy_rewards: list[str] | tuple = (),
+        gold_rewards: list[str] | tuple = (),
+        hacking_margin: float = 0.05,
+        stop_on_hacking: bool = False,
     ):
         self.path = Path(output_dir) / "metrics.jsonl"
         self.std_threshold = std_threshold
@@ -44,6 +54,11 @@ class RLVRMonitor(TrainerCallback):
         self.accuracy_rewards = list(accuracy_rewards)
         self.constant_accuracy_streak = {name: 0 for name in self.accuracy_rewards}
         self.low_std_streak = 0
+        self.gold_rewards = list(gold_rewards)
+        self.hacking_margin = hacking_margin
+        self.stop_on_hacking = stop_on_hacking
+        self.history: list[dict] = []  # (step, proxy, gold/<name>...) of each log that has them
+        self.hacking: dict | None = None  # the first suspected divergence: where it began, where it was seen
         self.warnings: list[dict] = []
         self._warned = set()
 
@@ -87,6 +102,8 @@ class RLVRMonitor(TrainerCallback):
                     "the verifier reads (a cold start that teaches the format, a longer max_completion_length) and "
                     "the answer column.",
                 )
+        if self.gold_rewards:
+            self._watch_gold(step, logs, control)
         reward_stds = {key: value for key, value in logs.items() if key.startswith("rewards/") and key.endswith("/std")}
         if reward_stds and all(value is not None and value == 0 for value in reward_stds.values()):
             self._warn(
@@ -95,6 +112,52 @@ class RLVRMonitor(TrainerCallback):
                 "every reward is constant over this log window: the policy cannot change its reward, so the loss "
                 "is 0. Check the answer column, the answer extraction and the chat template.",
             )
+
+    def _watch_gold(self, step: int, logs: dict, control) -> None:
+        """The reward-hacking check (see the module docstring) on this log and the `patience` before it."""
+        proxy = logs.get("proxy/reward", logs.get("reward"))
+        golds = {name: logs.get(f"gold/{name}") for name in self.gold_rewards}
+        if not _is_number(proxy) or not all(_is_number(value) for value in golds.values()):
+            return
+        self.history.append({"step": step, "proxy": proxy, **golds})
+        window = self.history[-(self.patience + 1) :]
+        if len(window) < max(3, self.patience + 1):
+            return
+        steps = [point["step"] for point in window]
+        proxy_change = fitted_change(steps, [point["proxy"] for point in window])
+        for name in self.gold_rewards:
+            gold_change = fitted_change(steps, [point[name] for point in window])
+            if proxy_change > 0 and gold_change <= -self.hacking_margin:
+                first, last = window[0], window[-1]
+                message = (
+                    f"reward hacking suspected: from step {first['step']} to step {last['step']} the training reward "
+                    f"rose {first['proxy']:.3f} -> {last['proxy']:.3f} (fitted {proxy_change:+.3f}) while the gold "
+                    f"reward {name} fell {first[name]:.3f} -> {last[name]:.3f} (fitted {gold_change:+.3f}, margin "
+                    f"{self.hacking_margin}). The policy is exploiting the training reward; look at its completions, "
+                    "add a format gate, a KL term or an ensemble, or stop at a checkpoint from before step "
+                    f"{first['step']}."
+                )
+                self._warn("reward_hacking", step, message)
+                if self.hacking is None:
+                    self.hacking = {
+                        "diverged_from": first["step"], "seen_at": step, "gold_reward": name,
+                        "proxy_change": proxy_change, "gold_change": gold_change,
+                    }  # fmt: skip
+                if self.stop_on_hacking:
+                    control.should_training_stop = True
+                    logger.warning("stop_on_reward_hacking: stopping at step %d", step)
+                return
+
+
+def fitted_change(xs: list[float], ys: list[float]) -> float:
+    """How much the least-squares line through (xs, ys) rises from the first x to the last (0 if all xs agree)."""
+    n = len(xs)
+    mean_x, mean_y = sum(xs) / n, sum(ys) / n
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread == 0:
+        return 0.0
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+    return slope * (xs[-1] - xs[0])
 
 
 def _is_number(value) -> bool:
