@@ -4,6 +4,7 @@ per problem, shortest first or seeded random) and STaR's hint, checked against h
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -91,6 +92,7 @@ def test_untrusted_completions_never_crash_the_keep_rule():
 # ---------------------------------------------------------------- STaR
 
 
+REPO = Path(__file__).resolve().parents[1]
 PROMPT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "a=4 b=a. Find b."}]
 
 
@@ -148,3 +150,79 @@ def test_rationalisation_keeps_verified_rationales_with_the_original_prompt():
     assert len(kept) == 1  # ... but the one that quotes the hint is dropped, and duplicates are one
     assert kept[0]["prompt"] == PROMPT  # stored without the hint
     assert kept[0]["solution"].endswith("\\boxed{4}") and kept[0]["rationalized"] is True
+
+
+# ---------------------------------------------------------------- a reward model in the keep rule
+
+
+def scored(text: str, score: float | None, correct: bool | None = True) -> dict:
+    return {**sample(text, correct=correct), "reward_score": score}
+
+
+def test_min_score_and_best_selection_read_the_reward_model_scores():
+    samples = [scored("a \\boxed{1}", 0.2), scored("b \\boxed{1}", 0.9), scored("c \\boxed{1}", None),
+               scored("d \\boxed{2}", 0.95, correct=False), scored("e \\boxed{1}", 0.5)]  # fmt: skip
+    assert texts(select_samples(samples, 2, "best")) == ["b \\boxed{1}", "e \\boxed{1}"]  # verified, highest first
+    assert texts(select_samples(samples, 5, "random", min_score=0.4)) == ["b \\boxed{1}", "e \\boxed{1}"]
+    # the reward model alone (no verifier): the wrong one scores highest and is kept; unscored never is
+    unverified = select_samples(samples, 1, "best", require_correct=False)
+    assert texts(unverified) == ["d \\boxed{2}"]
+
+
+def test_keep_options_that_need_a_reward_model_say_so():
+    for options in ({"keep_by": "reward_model"}, {"selection": "best"}, {"keep_min_score": 0.5}):
+        with pytest.raises(ValueError, match="keep_reward_model"):
+            TraceArguments(**options)
+    with pytest.raises(ValueError, match="keep_by must be one of"):
+        TraceArguments(keep_by="judge", keep_reward_model={"path": "x"})
+    with pytest.raises(ValueError, match="combine"):  # the reward's own options are checked as the config is read
+        TraceArguments(keep_reward_model={"path": "x", "combine": "max"})
+
+
+class LineSampler:
+    """A scripted sampler with a real tokenizer: for every prompt, completions of 3, 1 and 2 lookup lines (all
+    with the right answer, so the verifier keeps each)."""
+
+    TEXTS = ["<think>\na=b\nb=c\nc=4\n</think>\n\\boxed{4}", "<think>\nc=4\n</think>\n\\boxed{4}",
+             "<think>\nb=c\nc=4\n</think>\n\\boxed{4}"]  # fmt: skip
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    def generate(self, prompts, params, keys=None):
+        return [[Sample(self.TEXTS[i % 3], 5, "stop") for i in range(params.n)] for _ in prompts]
+
+
+def test_a_reward_model_picks_what_rejection_sampling_keeps(tmp_path):
+    """The planted reward model (tests/support: the fewer line breaks, the higher) ranks the three completions;
+    `best` keeps its favourite, as a direct forward pass of the same model ranks them."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from tests.support.planted_reward_model import build_planted_reward_model
+
+    cold_start = REPO / "recipes" / "assets" / "tiny-cold-start"
+    planted = build_planted_reward_model(tmp_path / "rm", cold_start)
+    tokenizer = AutoTokenizer.from_pretrained(cold_start)
+    rows = [{"id": "q1", "prompt": PROMPT, "answer": "4", "verifier": "math", "difficulty": 2}]
+    args = TraceArguments(
+        samples_per_problem=3, max_per_problem=1, selection="best", keep_reward_model={"path": str(planted)}
+    )
+    kept, results = collect_traces(LineSampler(tokenizer), rows, args, seed=0, progress=False)
+
+    model = AutoModelForSequenceClassification.from_pretrained(planted).eval()
+    direct = []
+    for text in LineSampler.TEXTS:
+        chat = tokenizer.apply_chat_template([*PROMPT, {"role": "assistant", "content": text}], tokenize=False)
+        with torch.no_grad():
+            direct.append(model(**tokenizer(chat, return_tensors="pt", add_special_tokens=False)).logits[0, 0].item())
+    assert [s["reward_score"] for s in results[0].samples] == pytest.approx(direct, abs=1e-4)
+    assert [row["solution"] for row in kept] == [LineSampler.TEXTS[direct.index(max(direct))]]
+    assert kept[0]["reward_score"] == pytest.approx(max(direct), abs=1e-4)
+
+    # keep_by reward_model with a floor between the scores: the two best stay, without asking the verifier
+    floor = sorted(direct)[0] + 1e-3
+    args = TraceArguments(samples_per_problem=3, max_per_problem=3, keep_by="reward_model", keep_min_score=floor,
+                          keep_reward_model={"path": str(planted)})  # fmt: skip
+    kept, _ = collect_traces(LineSampler(tokenizer), rows, args, seed=0, progress=False)
+    assert len(kept) == 2 and LineSampler.TEXTS[direct.index(min(direct))] not in [row["solution"] for row in kept]

@@ -68,7 +68,13 @@ def data_fingerprint(script_args) -> dict:
 def sampling_fingerprint(script_args, extra_fields: tuple[str, ...] = ()) -> dict:
     """The inputs of a step that samples its own training data: the data options and file, and the sampling
     options (SAMPLING_FIELDS and the recipe's `extra_fields`)."""
-    return {"data": data_fingerprint(script_args), "sampling": fields_of(script_args, SAMPLING_FIELDS + extra_fields)}
+    fingerprint = {
+        "data": data_fingerprint(script_args),
+        "sampling": fields_of(script_args, SAMPLING_FIELDS + extra_fields),
+    }
+    if getattr(script_args, "keep_reward_model", None):  # only then: older fingerprints stay valid without one
+        fingerprint["keep"] = fields_of(script_args, ("keep_reward_model", "keep_by", "keep_min_score"))
+    return fingerprint
 
 
 def changes(old: dict | None, new: dict) -> list[str]:

@@ -9,8 +9,13 @@ Both recipes turn a model's own completions into SFT data by one rule, written o
 3. drop duplicates within a problem: completions equal after normalisation (case, spacing, LaTeX
    dressing, as data_filters.dedup compares questions) are one completion, the first one kept;
 4. keep at most `m` per problem, chosen `shortest` first (fewest tokens, then fewest characters, then
-   sampling order) or at `random` (a generator seeded by the run seed and the problem id, so a rerun
-   keeps the same ones whatever the other problems).
+   sampling order), at `random` (a generator seeded by the run seed and the problem id, so a rerun
+   keeps the same ones whatever the other problems) or `best` (the highest reward-model score first).
+
+With `keep_reward_model` (a `reward_model` reward's options: rewards.learned), every sample is also scored by
+that learned reward, and `keep_by` says what keeps it: the `verifier` (step 2, the default), the
+`reward_model` alone (a score of at least `keep_min_score`: the rule for tasks no verifier can check), or
+`both`. Best-of-n by a reward model is `selection: best` with `max_per_problem: 1`.
 
 STaR's rationalisation (Zelikman et al. 2022) reuses the same rule: problems the model did not solve are
 sampled again with the gold answer given as a hint (`add_answer_hint`), and the verified rationales are
@@ -31,7 +36,8 @@ from tasks.text import normalized_text
 
 logger = logging.getLogger(__name__)
 
-SELECTIONS = ("random", "shortest")
+SELECTIONS = ("random", "shortest", "best")  # best: the highest keep_reward_model score first
+KEEP_BY = ("verifier", "reward_model", "both")
 BACKENDS = ("auto", "transformers", "vllm")
 DEFAULT_HINT = "\n\nHint: the answer is {answer}."
 
@@ -48,6 +54,23 @@ class TraceArguments:
     )
     require_stop: bool = field(
         default=True, metadata={"help": "Keep only completions that ended with EOS (not cut at the length limit)."}
+    )
+    keep_reward_model: dict | None = field(
+        default=None,
+        metadata={
+            "help": "A learned reward that scores every sample: the options of the `reward_model` reward, e.g. "
+            "{path: artifacts/demo/reward_model, squash: sigmoid}; keep_by, keep_min_score and selection: best read it."
+        },
+    )
+    keep_by: str = field(
+        default="verifier",
+        metadata={
+            "help": "What keeps a sample: 'verifier' (verified correct), 'reward_model' (a keep_reward_model score of at "
+            "least keep_min_score: tasks without a verifier) or 'both'."
+        },
+    )
+    keep_min_score: float | None = field(
+        default=None, metadata={"help": "The lowest keep_reward_model score a kept sample may have (None: no floor)."}
     )
     sample_temperature: float = field(default=1.0, metadata={"help": "Sampling temperature of the traces."})
     sample_top_p: float = field(default=1.0, metadata={"help": "Nucleus sampling of the traces."})
@@ -78,6 +101,23 @@ class TraceArguments:
             parent()
         if self.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
+        if self.keep_by not in KEEP_BY:
+            raise ValueError(f"keep_by must be one of {KEEP_BY}, got {self.keep_by!r}")
+        needs_scores = [name for name, on in (("keep_by", self.keep_by != "verifier"), ("selection: best",
+                        self.selection == "best"), ("keep_min_score", self.keep_min_score is not None)) if on]  # fmt: skip
+        if needs_scores and not self.keep_reward_model:
+            raise ValueError(
+                f"{needs_scores[0]} reads a reward model's scores: set keep_reward_model, e.g. "
+                "{path: artifacts/demo/reward_model}"
+            )
+        if self.keep_reward_model is not None:
+            from rewards.registry import check_reward_specs
+
+            if not isinstance(self.keep_reward_model, dict):
+                raise ValueError(
+                    f"keep_reward_model must be a mapping of reward_model options, got {self.keep_reward_model!r}"
+                )
+            check_reward_specs([{"name": "reward_model", **self.keep_reward_model}], "keep_reward_model")
         if self.sampling_backend not in BACKENDS:
             raise ValueError(f"sampling_backend must be one of {BACKENDS}, got {self.sampling_backend!r}")
         for name in ("samples_per_problem", "max_per_problem", "sample_max_new_tokens", "sampling_batch_size"):
@@ -112,10 +152,12 @@ def select_samples(
     problem_id: str = "",
     require_correct: bool = True,
     require_stop: bool = True,
+    min_score: float | None = None,
 ) -> list[dict]:
     """The samples of one problem that become training data, in sampling order (see the module docstring).
 
-    `samples` are eval.runner's dicts (`text`, `correct`, `num_tokens`, `finish_reason`).
+    `samples` are eval.runner's dicts (`text`, `correct`, `num_tokens`, `finish_reason`, and `reward_score` when
+    a reward model scored them: `min_score` and `selection: best` read it; an unscored sample fails both).
     """
     if max_per_problem < 1:
         raise ValueError(f"max_per_problem must be >= 1, got {max_per_problem}")
@@ -128,6 +170,11 @@ def select_samples(
             continue
         if require_stop and sample.get("finish_reason") != "stop":
             continue
+        score = sample.get("reward_score")
+        if (min_score is not None or selection == "best") and score is None:
+            continue
+        if min_score is not None and score < min_score:
+            continue
         text = sample.get("text")
         if not isinstance(text, str) or not text.strip():
             continue
@@ -139,6 +186,8 @@ def select_samples(
     if selection == "shortest":
         chosen = sorted(unique, key=lambda item: (item[1].get("num_tokens", 0), len(item[1]["text"]), item[0]))
         chosen = chosen[:max_per_problem]
+    elif selection == "best":
+        chosen = sorted(unique, key=lambda item: (-item[1]["reward_score"], item[0]))[:max_per_problem]
     else:
         rng = random.Random(f"{seed}:{problem_id}")
         chosen = rng.sample(unique, min(max_per_problem, len(unique)))
@@ -177,6 +226,7 @@ def _training_row(row: dict, sample: dict, rationalized: bool) -> dict:
         "difficulty": row.get("difficulty"),
         "num_tokens": sample.get("num_tokens"),
         "correct": sample.get("correct"),
+        "reward_score": sample.get("reward_score"),  # keep_reward_model's score, when one scored the samples
         "rationalized": rationalized,
     }
 
@@ -203,6 +253,9 @@ def collect_traces(
             for row in rows
         ]
     results = sample_and_score(sampler, sampled_rows, args.sampling_params(seed), progress=progress)
+    if args.keep_reward_model:
+        score_with_reward_model(sampler, rows, results, args.keep_reward_model)
+    by_verifier = args.keep_by != "reward_model"
     kept = []
     for row, result in zip(rows, results, strict=True):
         samples = result.samples
@@ -214,11 +267,30 @@ def collect_traces(
             args.selection,
             seed=seed,
             problem_id=row["id"],
-            require_correct=require_correct or hint_template is not None,
+            require_correct=(require_correct and by_verifier) or hint_template is not None,
             require_stop=args.require_stop,
+            min_score=args.keep_min_score if args.keep_by != "verifier" else None,
         )
         kept += [_training_row(row, sample, rationalized=hint_template is not None) for sample in chosen]
     return kept, results
+
+
+def score_with_reward_model(sampler, rows: list[dict], results, options: dict) -> None:
+    """Score every sample of `results` with the `reward_model` reward built from `options` (rewards.learned),
+    checked against the sampler's tokenizer; each sample dict gets `reward_score` (None where it could not be
+    scored). The prompt scored is the row's own (a rationalisation's hint is not part of it)."""
+    from rewards import build_rewards
+
+    (reward,), _ = build_rewards([{"name": "reward_model", **options}], "keep_reward_model")
+    device = getattr(getattr(sampler, "model", None), "device", None) or "cpu"
+    reward.prepare(sampler.tokenizer, device)
+    for row, result in zip(rows, results, strict=True):
+        texts = [sample["text"] for sample in result.samples]
+        scores = reward(
+            [[{"role": "assistant", "content": text}] for text in texts], prompts=[row["prompt"]] * len(texts)
+        )
+        for sample, score in zip(result.samples, scores, strict=True):
+            sample["reward_score"] = score
 
 
 def solved_ids(results) -> set[str]:
