@@ -3,6 +3,7 @@ random models built here from the tiny model's and the SmolLM2 stand-in's config
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -292,3 +293,28 @@ def test_the_tiny_judge_writes_gibberish_scored_zero(tiny_model_dir, caplog):
     assert any("3 of 3 replies of the judge were unparseable" in r.getMessage() for r in caplog.records)
     sampled = judge(tiny_model_dir, temperature=1.0, seed=1)
     assert sampled(completions, prompts=prompts, answer=["4"] * 3) == [0.0] * 3
+
+
+# ---------------------------------------------------------------- recipes/grpo.py
+
+
+@pytest.mark.parametrize("which", ["causal", "other_tokenizer", "gold"])
+def test_a_reward_model_the_policy_cannot_use_is_one_line_and_exit_2_before_training(
+    which, folders, tiny_model_dir, capsys, monkeypatch, tmp_path
+):
+    """Through the recipe's command line, with the real main: the check runs as the trainer is built, and
+    training never starts (a training step would raise first)."""
+    from recipes import grpo
+    from recipes.trainers.grpo import RLVRGRPOTrainer
+    from tests.test_user_errors import cli_error
+
+    path = {"causal": str(tiny_model_dir), "other_tokenizer": folders["smol"], "gold": folders["smol"]}[which]
+    spec = json.dumps([{"name": "reward_model", "path": path}])
+    option = "--gold_rewards" if which == "gold" else "--rewards"  # a gold reward model is checked the same way
+    monkeypatch.setattr(RLVRGRPOTrainer, "train", lambda *a, **k: pytest.fail("training started"))
+    line = cli_error(
+        capsys, monkeypatch, grpo, ["--model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "out"),
+                                    "--max_steps", "1", option, spec, "--use_cpu", "true"], main=grpo.main,
+    )  # fmt: skip
+    assert path in line
+    assert ("sequence classifier" in line) if which == "causal" else ("tokenizer" in line)
