@@ -1,6 +1,6 @@
 """Run every benchmark under scripts/bench and gather their headline ratios into one table.
 
-    python scripts/bench/run_all.py                      # all of them (about an hour on 2 cores)
+    python scripts/bench/run_all.py                      # all of them (about an hour and a half on 2 cores)
     python scripts/bench/run_all.py --only bench_rewards bench_eval  # some of them
     python scripts/bench/run_all.py --skip sample_efficiency
 
