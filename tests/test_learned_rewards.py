@@ -318,3 +318,26 @@ def test_a_reward_model_the_policy_cannot_use_is_one_line_and_exit_2_before_trai
     )  # fmt: skip
     assert path in line
     assert ("sequence classifier" in line) if which == "causal" else ("tokenizer" in line)
+
+
+def test_recipes_grpo_trains_with_an_llm_judge_and_a_reward_model_beside_the_verifier(
+    folders, tiny_model_dir, tmp_path
+):
+    """One step of recipes/grpo.py with both learned rewards in the loss and the verifier as gold: every reward is
+    logged under its name, and the gold beside them (the tiny judge's gibberish replies score 0)."""
+    from recipes import grpo
+    from recipes.common.config import parse_recipe_args
+
+    rewards = [{"name": "llm_judge", "path": str(tiny_model_dir)}, {"name": "reward_model", "path": folders["a"]}]
+    out = tmp_path / "run"
+    argv = [
+        "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--max_steps", "1",
+        "--num_generations", "4", "--per_device_train_batch_size", "8", "--max_completion_length", "24",
+        "--dataset_num_rows", "20", "--dataset_name", "synthetic:1-2", "--logging_steps", "1", "--save_strategy", "no",
+        "--rewards", json.dumps(rewards), "--gold_rewards", '["math_accuracy"]', "--use_cpu", "true",
+        "--disable_tqdm", "true",
+    ]  # fmt: skip
+    grpo.main(*parse_recipe_args(grpo.make_parser().dataclass_types, "demo/grpo.yaml", argv))
+    record = next(json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines())
+    assert record["rewards/llm_judge/mean"] == 0.0 and "rewards/reward_model/mean" in record
+    assert {"proxy/llm_judge", "proxy/reward_model", "proxy/reward", "gold/math_accuracy"} <= set(record)
