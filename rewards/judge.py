@@ -41,9 +41,9 @@ def judge_prompt(template: str, prompt, reference, answer: str) -> str:
 class _Judge:
     """The judge model, loaded on first use; `ask` returns its replies."""
 
-    def __init__(self, path: str, revision: str | None, temperature: float, max_new_tokens: int, seed: int):
+    def __init__(self, path: str, revision: str | None, temperature: float, max_reply_tokens: int, seed: int):
         self.path, self.revision, self.device, self.model, self.tokenizer = path, revision, "cpu", None, None
-        self.temperature, self.max_new_tokens, self.seed, self.calls = temperature, max_new_tokens, seed, 0
+        self.temperature, self.max_reply_tokens, self.seed, self.calls = temperature, max_reply_tokens, seed, 0
 
     def load(self) -> None:
         if self.model is None:
@@ -87,7 +87,7 @@ class _Judge:
                     add_special_tokens=not templated,
                 ).to(model.device)
                 output = model.generate(
-                    **batch, max_new_tokens=self.max_new_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
+                    **batch, max_new_tokens=self.max_reply_tokens, pad_token_id=tokenizer.pad_token_id, **sampling
                 )
                 replies += tokenizer.batch_decode(output[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
         return replies
@@ -98,7 +98,7 @@ def make_llm_judge(
     path: str | None = None,
     template: str | None = None,
     temperature: float = 0.0,
-    max_new_tokens: int = 4,
+    max_reply_tokens: int = 4,  # the verdict is one word: a few tokens of reply, not a completion
     batch_size: int = 16,
     revision: str | None = None,
     seed: int = 0,
@@ -125,10 +125,10 @@ def make_llm_judge(
     )
     require(math.isfinite(temperature) and temperature >= 0, f"temperature must be >= 0, got {temperature!r}")
     require(
-        max_new_tokens >= 1 and batch_size >= 1,
-        f"max_new_tokens and batch_size must be >= 1, got {max_new_tokens!r}, {batch_size!r}",
+        max_reply_tokens >= 1 and batch_size >= 1,
+        f"max_reply_tokens and batch_size must be >= 1, got {max_reply_tokens!r}, {batch_size!r}",
     )
-    judge, failed = _Judge(path, revision, temperature, max_new_tokens, seed), on_failure("llm_judge")
+    judge, failed = _Judge(path, revision, temperature, max_reply_tokens, seed), on_failure("llm_judge")
 
     def llm_judge(completions, **kwargs) -> list[float | None]:
         size = len(completions)

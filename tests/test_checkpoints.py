@@ -57,7 +57,7 @@ def test_grpo_follows_the_same_rule(tmp_path, monkeypatch):
         accelerator=SimpleNamespace(is_main_process=False),
         model=None,
     )
-    built = BuiltTrainer(trainer, SimpleNamespace(warnings=[]), "model", None, [])
+    built = BuiltTrainer(trainer, SimpleNamespace(warnings=[], hacking=None), "model", None, [])
     monkeypatch.setattr(grpo, "build_trainer", lambda *args, **kwargs: built)
     monkeypatch.setattr(grpo, "save_for_inference", lambda *args, **kwargs: None)
     script = SimpleNamespace(merge_lora=False)

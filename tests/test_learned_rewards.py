@@ -273,7 +273,7 @@ def test_judge_options_are_checked(folders):
         ({"template": "Is {answer} {reference}? {oops}"}, "template may use only"),
         ({"template": "Is {answer} right?"}, "must show the judge"),
         ({"temperature": -1.0}, "temperature"),
-        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_reply_tokens": 0}, "max_reply_tokens"),
     ]:
         with pytest.raises(RewardConfigError, match=expected):
             check_reward_specs([{"name": "llm_judge", "path": "x", **bad}])
