@@ -44,10 +44,11 @@ def card(folder):
 # ---------------------------------------------------------------- the check, by hand
 
 
-def feed(monitor, points, stop_flag=None):
-    """Log (proxy, gold) points at steps 1, 2, ...; returns the control object the last log saw."""
+def feed(monitor, points, main=True):
+    """Log (proxy, gold) points at steps 1, 2, ... (on the main process or another); returns the control object
+    the last log saw."""
     control = SimpleNamespace(should_training_stop=False)
-    state = SimpleNamespace(is_world_process_zero=True, global_step=0)
+    state = SimpleNamespace(is_world_process_zero=main, global_step=0)
     for step, (proxy, gold) in enumerate(points, start=1):
         state.global_step = step
         monitor.on_log(None, state, control, logs={"reward": proxy, "gold/math_accuracy": gold})
@@ -93,6 +94,11 @@ def test_the_monitor_stays_quiet_otherwise(tmp_path, points):
 def test_stop_on_hacking_stops_the_run_and_a_monitor_without_gold_never_checks(tmp_path):
     control = feed(hacking_monitor(tmp_path, stop_on_hacking=True), [(0.1, 0.5), (0.3, 0.4), (0.5, 0.3), (0.7, 0.2)])
     assert control.should_training_stop
+    # every process decides, from the same gathered means, so that all stop at the same step; only the main one
+    # writes metrics.jsonl and warns
+    other = hacking_monitor(tmp_path / "other", stop_on_hacking=True)
+    assert feed(other, [(0.1, 0.5), (0.3, 0.4), (0.5, 0.3), (0.7, 0.2)], main=False).should_training_stop
+    assert other.hacking["seen_at"] == 4 and other.warnings == [] and not (tmp_path / "other").exists()
     plain = RLVRMonitor(tmp_path / "plain", patience=3)
     feed(plain, [(0.1, 0.5), (0.3, 0.4), (0.5, 0.3), (0.7, 0.2)])
     assert plain.warnings == []

@@ -69,9 +69,13 @@ class RLVRMonitor(TrainerCallback):
             logger.warning("step %d: %s", step, message)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or not state.is_world_process_zero:
+        if not logs:
             return
         step = state.global_step
+        if self.gold_rewards:  # on every process: each must stop at the same step (the logged means are gathered)
+            self._watch_gold(step, logs, control, state.is_world_process_zero)
+        if not state.is_world_process_zero:
+            return
         record = {"step": step, **{key: value for key, value in logs.items() if _is_number(value)}}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a") as handle:
@@ -102,8 +106,6 @@ class RLVRMonitor(TrainerCallback):
                     "the verifier reads (a cold start that teaches the format, a longer max_completion_length) and "
                     "the answer column.",
                 )
-        if self.gold_rewards:
-            self._watch_gold(step, logs, control)
         reward_stds = {key: value for key, value in logs.items() if key.startswith("rewards/") and key.endswith("/std")}
         if reward_stds and all(value is not None and value == 0 for value in reward_stds.values()):
             self._warn(
@@ -113,7 +115,7 @@ class RLVRMonitor(TrainerCallback):
                 "is 0. Check the answer column, the answer extraction and the chat template.",
             )
 
-    def _watch_gold(self, step: int, logs: dict, control) -> None:
+    def _watch_gold(self, step: int, logs: dict, control, main: bool = True) -> None:
         """The reward-hacking check (see the module docstring) on this log and the `patience` before it."""
         proxy = logs.get("proxy/reward", logs.get("reward"))
         golds = {name: logs.get(f"gold/{name}") for name in self.gold_rewards}
@@ -137,7 +139,8 @@ class RLVRMonitor(TrainerCallback):
                     "add a format gate, a KL term or an ensemble, or stop at a checkpoint from before step "
                     f"{first['step']}."
                 )
-                self._warn("reward_hacking", step, message)
+                if main:
+                    self._warn("reward_hacking", step, message)
                 if self.hacking is None:
                     self.hacking = {
                         "diverged_from": first["step"], "seen_at": step, "gold_reward": name,
@@ -145,7 +148,8 @@ class RLVRMonitor(TrainerCallback):
                     }  # fmt: skip
                 if self.stop_on_hacking:
                     control.should_training_stop = True
-                    logger.warning("stop_on_reward_hacking: stopping at step %d", step)
+                    if main:
+                        logger.warning("stop_on_reward_hacking: stopping at step %d", step)
                 return
 
 
