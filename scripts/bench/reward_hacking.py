@@ -246,6 +246,7 @@ def summarise(args) -> dict:
         for seed in args.seeds:
             folder = run_dir(args, arm, seed)
             points, card = curve(folder), json.loads((folder / "run_card.json").read_text())
+            evaluation = json.loads((folder / "eval.json").read_text())
             head, tail = points[: args.patience], points[-args.patience :]  # first and last logs, averaged
             hacking = card.get("reward_hacking")
             seeds[seed] = {
@@ -253,8 +254,8 @@ def summarise(args) -> dict:
                 "gold_start": _mean([p["gold"] for p in head]), "gold_end": _mean([p["gold"] for p in tail]),
                 "final_step": card.get("final_step"),
                 "monitor": hacking and {key: hacking.get(key) for key in ("diverged_from", "seen_at", "restored_checkpoint")},
-                "heldout_pass@1": json.loads((folder / "eval.json").read_text())["pass@1"],
-                "examples": json.loads((folder / "eval.json").read_text())["examples"],
+                "heldout_pass@1": evaluation["pass@1"],
+                "examples": evaluation["examples"],
                 "curve": points,
             }  # fmt: skip
         arms[arm] = seeds
