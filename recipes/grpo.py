@@ -10,9 +10,9 @@ The three algorithms are three YAML files for this one script: they differ in GR
 config (this recipe's own options: recipes.common.arguments.GRPOScriptArguments; the trainer's:
 recipes.trainers.grpo.RLVRGRPOConfig), build the trainer (recipes.common.grpo_setup: the model, the demo's
 shipped cold start copied into place if it is missing, the rows, the rewards from the registry and the gold
-rewards watched beside them, the monitor), train (recipes.trainers.grpo adds dynamic sampling and the curriculum to TRL's trainer, cheaper
-rollouts, and times each step's phases; with stop_on_reward_hacking, a run the monitor stops goes back to
-its last checkpoint from before the divergence), save the model, the
+rewards watched beside them, the monitor), train (recipes.trainers.grpo adds dynamic sampling and the
+curriculum to TRL's trainer, cheaper rollouts, and times each step's phases; with stop_on_reward_hacking, a
+run the monitor stops goes back to its last checkpoint from before the divergence), save the model, the
 tokenizer and a run card (with `timing`: mean seconds per phase, tokens and FLOP/s over the run).
 """
 
