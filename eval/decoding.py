@@ -15,6 +15,9 @@ samples of one problem) repeats the same prompt several times.
   cache, the attention mask and the positions are cut to the live rows;
 * positions come from the attention mask (left padding), as `generate` computes them, so greedy decoding
   gives `generate`'s tokens (tests/test_decoding.py checks it on the tiny model and a LoRA model).
+* the KV cache is written into room reserved once for the prompt plus `max_new_tokens` (`_ReservedLayer`), not
+  concatenated a token at a time as transformers' DynamicCache does, which copies every layer's whole cache at
+  every step (14% of a SmolLM2 rollout's time in a profile, docs/benchmarks.md).
 
 The next token of the live rows is chosen by a `pick(logits, rows)` callback: `rows` are the live rows'
 indices in the original batch, so a sampler with one random stream per row (eval.row_sampling) keeps
@@ -86,9 +89,7 @@ def sample_tokens(
     try:
         input_ids, mask = (tensor.to(device) for tensor in _left_pad(list(distinct), pad_id))
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        from transformers import DynamicCache
-
-        cache = DynamicCache()
+        cache = reserved_cache(max_new_tokens)
         out = model(
             input_ids=input_ids,
             attention_mask=mask,
@@ -134,6 +135,74 @@ def sample_tokens(
     finally:
         if was_training:
             model.train()
+
+
+def reserved_cache(extra_tokens: int):
+    """A DynamicCache whose layers reserve room for `extra_tokens` tokens after the first update (the prefill)."""
+    from functools import partial
+
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = partial(_reserved_layer_class(), extra_tokens)
+    return cache
+
+
+def _reserved_layer_class():
+    """`_ReservedLayer`, defined on first use so that importing this module does not import transformers."""
+    global _ReservedLayer
+    if _ReservedLayer is not None:
+        return _ReservedLayer
+    from transformers.cache_utils import DynamicLayer
+
+    class ReservedLayer(DynamicLayer):
+        """A DynamicLayer that keeps its keys and values in preallocated tensors with room for `extra_tokens` more
+        positions than the first update brought: each later update writes its positions in place, and `keys` /
+        `values` are views of the positions written so far (what attention reads, as DynamicLayer's). Runs out of
+        room only if updated past that reserve, and then grows by concatenation as DynamicLayer does."""
+
+        def __init__(self, extra_tokens: int, **kwargs):
+            super().__init__(**kwargs)
+            self.extra_tokens = extra_tokens
+            self._room: tuple[torch.Tensor, torch.Tensor] | None = None
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized or self.keys.numel() == 0:
+                super().update(key_states, value_states, *args, **kwargs)
+                self._reserve()
+                return self.keys, self.values
+            length, new = self.keys.shape[-2], key_states.shape[-2]
+            room = self._room
+            if room is None or room[0].data_ptr() != self.keys.data_ptr() or length + new > room[0].shape[-2]:
+                return super().update(key_states, value_states, *args, **kwargs)  # views lost or no room: concatenate
+            room[0][..., length : length + new, :].copy_(key_states)
+            room[1][..., length : length + new, :].copy_(value_states)
+            self.keys, self.values = room[0][..., : length + new, :], room[1][..., : length + new, :]
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices: torch.Tensor) -> None:
+            if self.get_seq_length() == 0:
+                return
+            self.keys, self.values = self.keys[indices, ...], self.values[indices, ...]
+            self._reserve()
+
+        def _reserve(self) -> None:
+            """Copy keys and values into fresh tensors with `extra_tokens` more positions; keep views of them."""
+            length = self.keys.shape[-2]
+            room = []
+            for states in (self.keys, self.values):
+                shape = (*states.shape[:-2], length + self.extra_tokens, states.shape[-1])
+                tensor = states.new_empty(shape)
+                tensor[..., :length, :].copy_(states)
+                room.append(tensor)
+            self._room = (room[0], room[1])
+            self.keys, self.values = room[0][..., :length, :], room[1][..., :length, :]
+
+    _ReservedLayer = ReservedLayer
+    return _ReservedLayer
+
+
+_ReservedLayer = None
 
 
 def sample_texts(
