@@ -27,8 +27,9 @@ set from GRPOConfig. What this subclass adds:
 * gold rewards (`gold_reward_funcs`, recipes.trainers.gold): rule rewards scored on the same completions and
   logged as `gold/<name>` beside `proxy/*`, never in the loss, so that a learned reward can be watched against
   the verifier (recipes.trainers.monitor warns of reward hacking from them);
-* cheaper steps on the transformers path: `compact_generation` and `trim_padding` (recipes.trainers.decoding),
-  `share_prompts` (recipes.trainers.shared_prompt: a group's prompt runs once in the loss pass).
+* cheaper steps on the transformers path: `compact_generation`, `merge_adapter_for_generation`, `trim_padding`
+  and `skip_zero_advantage` (recipes.trainers.decoding), `share_prompts` (recipes.trainers.shared_prompt: a
+  group's prompt runs once in the loss pass).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import nanstd
 
 from recipes.common.step_timing import StepTimer, StepTimingCallback
-from recipes.trainers.decoding import CompactGenerationMixin, trim_micro_batch
+from recipes.trainers.decoding import CompactGenerationMixin, drop_zero_advantage_rows, trim_micro_batch
 from recipes.trainers.dynamic_sampling import MODES, DynamicSamplingMixin, Group
 from recipes.trainers.gold import GoldRewardsMixin
 from recipes.trainers.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
@@ -75,6 +76,14 @@ class RLVRGRPOConfig(GRPOConfig):
             "help": "How much an extra round generates: 'batch' (a whole batch, surplus discarded), 'reference' "
             "(verl's DAPO: 3x batches, accumulated, truncated) or 'adaptive' (missing / (1 - zero-variance share) "
             "groups, surplus kept for the next step). See recipes/trainers/dynamic_sampling.py."
+        },
+    )
+    dynamic_sampling_generation_multiple: int | None = field(
+        default=None,
+        metadata={
+            "help": "Groups generated per round, in batches of the step's size: default 1 for 'batch', 3 for "
+            "'reference' (verl's recipe); not for 'adaptive'. 2 with dynamic_sampling_max_rounds 0 generates batch "
+            "mode's first and extra round in one generation batch."
         },
     )
     sampler: str = field(
@@ -131,6 +140,21 @@ class RLVRGRPOConfig(GRPOConfig):
             "pass (TRL pads them to the longest in the whole generation batch)."
         },
     )
+    merge_adapter_for_generation: bool = field(
+        default=True,
+        metadata={
+            "help": "With compact_generation and a LoRA policy, sample from the adapter merged into the base weights "
+            "(the base weights restored bit for bit afterwards); false: sample through the unmerged adapter."
+        },
+    )
+    skip_zero_advantage: bool = field(
+        default=True,
+        metadata={
+            "help": "Leave rows whose advantage is exactly zero out of the loss pass where that cannot change the "
+            "update: loss_type dapo, cispo or vespo (normalised by the generation batch's tokens), beta 0, no "
+            "entropy bonus or entropy mask, no router aux loss. See recipes/trainers/decoding.py."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.sampler not in SAMPLERS:
@@ -171,7 +195,9 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsM
         self.trim_padding = args.trim_padding
         self.share_prompts = args.share_prompts
         self.dynamic_sampling = args.dynamic_sampling
-        self._init_dynamic_sampling(args.dynamic_sampling_mode, args.dynamic_sampling_max_rounds)
+        self._init_dynamic_sampling(
+            args.dynamic_sampling_mode, args.dynamic_sampling_max_rounds, args.dynamic_sampling_generation_multiple
+        )
         # {} is the curriculum with its default options; None: TRL's shuffle
         self.curriculum_options = (args.curriculum or {}) if args.sampler == "pass_rate_weighted" else None
         self.curriculum = None
@@ -306,9 +332,35 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsM
         if self.share_prompts and self.model.training and self._buffered_inputs is not buffered:
             self._buffered_inputs = group_micro_batches(self._buffered_inputs)  # a fresh generation batch
             inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+        if self.model.training and self._zero_rows_droppable():
+            inputs = self._drop_zero_advantage_rows(inputs)
         if self.trim_padding and self.model.training:
             inputs = trim_micro_batch(inputs)
         return inputs
+
+    def _zero_rows_droppable(self) -> bool:
+        """Whether a row with zero advantage adds exactly nothing to this run's loss and gradient (see
+        recipes.trainers.decoding): a loss normalised by the generation batch's tokens, no KL, no entropy
+        bonus or entropy mask, no router aux loss."""
+        return (
+            self.args.skip_zero_advantage
+            and self.loss_type in ("dapo", "cispo", "vespo")
+            and self.beta == 0.0
+            and not getattr(self, "_entropy_bonus_enabled", False)
+            and self.top_entropy_quantile >= 1.0
+            and not getattr(self, "aux_loss_enabled", False)
+        )
+
+    def _drop_zero_advantage_rows(self, inputs: dict) -> dict:
+        kept, dropped = drop_zero_advantage_rows(inputs)
+        if kept["advantages"].shape[0] == 0 and (
+            self.accelerator.num_processes > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled
+        ):
+            # A micro-batch with nothing to train still has to run where the processes' backward passes meet
+            # (DDP's reducer, ZeRO, FSDP); its zero advantages make its gradient zero either way.
+            return inputs
+        self._metrics["train"]["loss_pass/zero_advantage_rows_skipped"].append(dropped)
+        return kept
 
     def _generate(self, prompts):
         with self.step_timing.phase("generate"):
@@ -339,6 +391,8 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsM
         return None if result is None else (*result, None)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if inputs.get("advantages") is not None and inputs["advantages"].shape[0] == 0:  # every row had zero advantage (skip_zero_advantage): nothing to run
+            return sum((param.sum() * 0.0 for param in model.parameters() if param.requires_grad), torch.zeros(()))
         if self.step_timing.active and torch.is_grad_enabled():
             masks = (inputs["prompt_mask"], inputs["completion_mask"])
             counts = None
