@@ -89,3 +89,26 @@ def test_the_pooled_gain_by_hand():
     # per problem, the mean over runs minus the cold start: a (1.0 + 0.5)/2 - 0.5 = +0.25, b 0.25 - 0.5 = -0.25
     mean, (low, high), problems = demo_real.pooled_gain(cold, runs)
     assert problems == 2 and mean == pytest.approx(0.0) and low == pytest.approx(-0.25) and high == pytest.approx(0.25)
+
+
+def test_the_pooled_gain_command_reads_evaluation_folders(tmp_path, capsys):
+    import pooled_gain
+
+    def run(name, values):
+        folder = tmp_path / name / "d"
+        folder.mkdir(parents=True)
+        (folder / "summary.json").write_text("{}")
+        lines = [json.dumps({"id": pid, "pass@1": value}) for pid, value in values.items()]
+        (folder / "per_problem.jsonl").write_text("\n".join(lines) + "\n")
+        return tmp_path / name
+
+    base = run("cold", {"a": 0.0, "b": 1.0, "c": 0.5})
+    one = run("s0", {"a": 1.0, "b": 1.0, "c": 0.5})  # +1/3
+    two = run("s1", {"a": 0.0, "b": 0.0, "c": 1.0})  # (0 - 1 + 0.5) / 3 = -1/6
+    assert pooled_gain.main([str(base), str(one), str(two)]) == 0
+    out = capsys.readouterr().out
+    # pooled, per problem: a (1 + 0)/2 - 0 = 0.5, b 0.5 - 1 = -0.5, c 0.75 - 0.5 = 0.25; mean 0.25 / 3
+    assert "baseline" in out and ": 0.500" in out
+    assert "paired +0.333" in out and "paired -0.167" in out and "pooled over 2 runs: +0.083" in out
+    with pytest.raises(SystemExit, match="pass@4"):
+        pooled_gain.main([str(base), str(one), "--metric", "pass@4"])
