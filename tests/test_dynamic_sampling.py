@@ -139,28 +139,6 @@ def test_batch_mode_rounds_are_whole_batches_and_the_surplus_is_discarded(tiny_m
     assert not reward.pattern  # every scripted group was generated, no more
 
 
-def test_batch_mode_with_a_generation_multiple_generates_both_rounds_in_one_batch(tiny_model_dir, tmp_path):
-    # multiple 2, no extra round: every step is one generation batch of 2 x 4 groups, the ones with variance
-    # first (in generation order), then zero-variance ones fill the batch
-    # step 1: [Z V Z V V Z V V] keeps groups 1, 3, 4, 6 (the fifth with variance, 7, is discarded)
-    # step 2: [Z Z V Z Z Z Z Z] keeps 2, then the zero-variance 0, 1, 3 complete it (the cap)
-    pattern = [Z, V, Z, V, V, Z, V, V] + [Z, Z, V, Z, Z, Z, Z, Z]
-    out = tmp_path / "m"
-    trainer, reward, recorder = make_trainer(
-        tiny_model_dir, out, pattern, "batch", 0, 2, dynamic_sampling_generation_multiple=2
-    )
-    trainer.train()
-    assert recorder.sizes == [[8], [8]]
-    assert recorder.chosen[0] == ids(reward.rounds, [(0, 1), (0, 3), (0, 4), (0, 6)])
-    assert recorder.chosen[1] == ids(reward.rounds, [(1, 2), (1, 0), (1, 1), (1, 3)])
-    assert logged(out, "dynamic_sampling/groups_generated") == [8, 8]
-    assert logged(out, "dynamic_sampling/cap_hit") == [0.0, 1.0]
-    assert logged(out, "dynamic_sampling/extra_rounds") == [0, 0]
-    assert not reward.pattern
-    with pytest.raises(ValueError, match="adaptive"):
-        make_trainer(tiny_model_dir, tmp_path / "a", [], "adaptive", 1, 1, dynamic_sampling_generation_multiple=2)
-
-
 # ---------------------------------------------------------------- reference: verl's DAPO loop
 
 

@@ -7,11 +7,7 @@ spent; then zero-variance groups complete the batch and the step logs `dynamic_s
 modes differ in how much an extra round generates and what happens to a surplus:
 
 * `batch`: every extra round generates a whole batch (`target` groups); groups with variance beyond
-  `target` are discarded. The behaviour of this project before the modes existed. With
-  `dynamic_sampling_generation_multiple` m > 1 every round (the first too) generates m x `target` groups in one
-  generation batch: where an extra round is nearly always needed, m = 2 with no extra round generates what
-  batch mode's first and extra rounds would, in one batch, whose decoding steps each read the weights once for
-  twice the rows.
+  `target` are discarded. The behaviour of this project before the modes existed.
 * `reference`: DAPO's reference implementation, verl's `recipe/dapo/dapo_ray_trainer.py`
   (`RayDAPOTrainer.fit`, volcengine/verl): generation batches of `GENERATION_MULTIPLE` x the train batch
   (`run_dapo_qwen2.5_32b.sh`: gen_prompt_bsz = train_prompt_bsz * 3), groups with variance accumulated
@@ -143,16 +139,9 @@ class DynamicSamplingMixin:
     `_extra_prompts(groups)`, `dynamic_sampling_mode` and `dynamic_sampling_max_rounds`.
     """
 
-    def _init_dynamic_sampling(self, mode: str, max_rounds: int, generation_multiple: int | None = None) -> None:
+    def _init_dynamic_sampling(self, mode: str, max_rounds: int) -> None:
         if mode not in MODES:
             raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {mode!r}")
-        if generation_multiple is not None and (mode == "adaptive" or generation_multiple < 1):
-            raise ValueError(
-                f"dynamic_sampling_generation_multiple {generation_multiple}: a whole number of batches (>= 1) per "
-                "round, for the 'batch' and 'reference' modes ('adaptive' sizes its rounds itself)"
-            )
-        default = GENERATION_MULTIPLE if mode == "reference" else 1
-        self.dynamic_sampling_generation_multiple = generation_multiple or default
         self.dynamic_sampling_mode = mode
         self.dynamic_sampling_max_rounds = max_rounds
         self._buffer: list[Group] = []  # adaptive: surplus groups with variance of the last step, used first next
@@ -166,10 +155,12 @@ class DynamicSamplingMixin:
         self.last_round_sizes = []
         if self.dynamic_sampling_mode == "adaptive":
             return self._adaptive_rounds(inputs, g, target)
-        return self._whole_batch_rounds(inputs, g, target, self.dynamic_sampling_generation_multiple)
+        return self._whole_batch_rounds(
+            inputs, g, target, GENERATION_MULTIPLE if self.dynamic_sampling_mode == "reference" else 1
+        )
 
     def _whole_batch_rounds(self, inputs: list[dict], g: int, target: int, multiple: int) -> dict:
-        """`batch` (multiple 1 by default) and `reference` (3): rounds of multiple x target groups, surplus dropped."""
+        """`batch` (multiple 1) and `reference` (multiple 3): rounds of multiple x target groups, surplus dropped."""
         kept, zero_variance = [], []
         rounds = 0
         batch_inputs = inputs if multiple == 1 else inputs + self._extra_prompts((multiple - 1) * target)
