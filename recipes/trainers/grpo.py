@@ -78,14 +78,6 @@ class RLVRGRPOConfig(GRPOConfig):
             "groups, surplus kept for the next step). See recipes/trainers/dynamic_sampling.py."
         },
     )
-    dynamic_sampling_generation_multiple: int | None = field(
-        default=None,
-        metadata={
-            "help": "Groups generated per round, in batches of the step's size: default 1 for 'batch', 3 for "
-            "'reference' (verl's recipe); not for 'adaptive'. 2 with dynamic_sampling_max_rounds 0 generates batch "
-            "mode's first and extra round in one generation batch."
-        },
-    )
     sampler: str = field(
         default="random",
         metadata={
@@ -195,9 +187,7 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsM
         self.trim_padding = args.trim_padding
         self.share_prompts = args.share_prompts
         self.dynamic_sampling = args.dynamic_sampling
-        self._init_dynamic_sampling(
-            args.dynamic_sampling_mode, args.dynamic_sampling_max_rounds, args.dynamic_sampling_generation_multiple
-        )
+        self._init_dynamic_sampling(args.dynamic_sampling_mode, args.dynamic_sampling_max_rounds)
         # {} is the curriculum with its default options; None: TRL's shuffle
         self.curriculum_options = (args.curriculum or {}) if args.sampler == "pass_rate_weighted" else None
         self.curriculum = None
