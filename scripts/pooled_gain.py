@@ -17,13 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from demo_real_report import pooled_gain  # scripts/, this script's folder
 
-from demo_real_report import pooled_gain  # noqa: E402
-
-from eval.compare import load_run  # noqa: E402
-from eval.metrics import paired_difference  # noqa: E402
+from eval.compare import load_run
+from eval.metrics import paired_difference
 
 
 def per_problem(folder: Path, dataset: str | None, metric: str) -> tuple[str, dict[str, float]]:

@@ -8,8 +8,8 @@ docs/benchmarks.md "Where a GRPO step's time goes").
 * `trim_padding` (`trim_micro_batch`): cut each micro-batch to its own longest prompt and completion (TRL pads
   every micro-batch to the longest of the whole generation batch); the loss is unchanged;
 * `merge_adapter_for_generation` (`merged_lora`): a LoRA policy samples from its merged weights (one matmul a
-  layer instead of three, measured 12% of generation on SmolLM2), then the base weights are put back bit for
-  bit, so training sees exactly the weights it would have seen;
+  layer instead of three: 10% of generation on SmolLM2, scripts/bench/rollout_cost.py), then the base weights
+  are put back bit for bit, so training sees exactly the weights it would have seen;
 * `skip_zero_advantage` (`drop_zero_advantage_rows`): rows whose advantage is exactly zero (the groups whose
   rewards all agree, which dynamic sampling lets through past its cap) leave the loss pass. For the losses
   normalised by the generation batch's token count (dapo, cispo, vespo) without a KL term, an entropy bonus or
@@ -157,6 +157,41 @@ def _lora_layers(model) -> list:
         ):
             return []
     return layers
+
+
+class ZeroAdvantageMixin:
+    """`skip_zero_advantage` for RLVRGRPOTrainer: `_prepare_inputs` drops the rows (`_drop_zero_advantage_rows`)
+    where `_zero_rows_droppable`; a micro-batch left with none gives a zero loss without running the model."""
+
+    def _zero_rows_droppable(self) -> bool:
+        """Whether a row with zero advantage adds exactly nothing to this run's loss and gradient (module
+        docstring): a loss normalised by the generation batch's tokens, no KL, no entropy bonus or entropy mask,
+        no router aux loss."""
+        return (
+            self.args.skip_zero_advantage
+            and self.loss_type in ("dapo", "cispo", "vespo")
+            and self.beta == 0.0
+            and not getattr(self, "_entropy_bonus_enabled", False)
+            and self.top_entropy_quantile >= 1.0
+            and not getattr(self, "aux_loss_enabled", False)
+        )
+
+    def _drop_zero_advantage_rows(self, inputs: dict) -> dict:
+        kept, dropped = drop_zero_advantage_rows(inputs)
+        if kept["advantages"].shape[0] == 0 and (
+            self.accelerator.num_processes > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled
+        ):
+            # A micro-batch with nothing to train still has to run where the processes' backward passes meet
+            # (DDP's reducer, ZeRO, FSDP); its zero advantages make its gradient zero either way.
+            return inputs
+        self._metrics["train"]["loss_pass/zero_advantage_rows_skipped"].append(dropped)
+        return kept
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        advantages = inputs.get("advantages")
+        if advantages is not None and advantages.shape[0] == 0:  # skip_zero_advantage left no row: nothing to run
+            return sum((param.sum() * 0.0 for param in model.parameters() if param.requires_grad), torch.zeros(()))
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
 
 def drop_zero_advantage_rows(inputs: dict) -> tuple[dict, int]:

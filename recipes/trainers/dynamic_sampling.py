@@ -42,15 +42,20 @@ keeps it, so read the ratio of run totals for exactness; adaptive also logs `buf
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
 from dataclasses import dataclass
 
 import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 logger = logging.getLogger(__name__)
 
 MODES = ("batch", "reference", "adaptive")
+STATE_FILE = "rlvr_state.json"  # the trainer's own state in each checkpoint (RLVRStateMixin)
+BUFFER_FILE = "rlvr_buffer_rank{rank}.pt"  # adaptive dynamic sampling's buffer, one file per process
 GENERATION_MULTIPLE = 3  # verl's DAPO recipe: gen_prompt_bsz = train_prompt_bsz * 3; adaptive's ceiling per round
 ESTIMATE_ALPHA = 0.5  # weight of the latest step in the running zero-variance share
 OLD_LOGPS = "old_per_token_logps"
@@ -311,3 +316,45 @@ class DynamicSamplingMixin:
                 batch_size=self.args.per_device_train_batch_size,
             )
         return logps
+
+
+class RLVRStateMixin:
+    """RLVRGRPOTrainer's own state in each checkpoint, restored with `resume_from_checkpoint`: the extra-prompt
+    stream's position, adaptive sampling's estimate and buffer (one file per process), the curriculum."""
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            state = {"extra_draws": self._extra_draws, "zero_std_estimate": self._zero_std_estimate}
+            if self.curriculum is not None:
+                state["curriculum"] = self.curriculum.state_dict()
+            with open(os.path.join(folder, STATE_FILE), "w") as handle:
+                json.dump(state, handle)
+        if self._buffer:  # every process saves its own buffer
+            folder = os.path.join(
+                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            )
+            os.makedirs(folder, exist_ok=True)
+            rank = self.accelerator.process_index
+            torch.save([vars(group) for group in self._buffer], os.path.join(folder, BUFFER_FILE.format(rank=rank)))
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        path = os.path.join(checkpoint, STATE_FILE) if checkpoint else None
+        if path and os.path.exists(path):
+            with open(path) as handle:
+                state = json.load(handle)
+            self._extra_draws = state.get("extra_draws", 0)
+            self._zero_std_estimate = state.get("zero_std_estimate")
+            if self.curriculum is not None and "curriculum" in state:
+                self.curriculum.load_state_dict(state["curriculum"])
+            logger.info("restored dynamic-sampling and curriculum state from %s", path)
+        buffer = (
+            os.path.join(checkpoint, BUFFER_FILE.format(rank=self.accelerator.process_index)) if checkpoint else None
+        )
+        if buffer and os.path.exists(buffer):
+            saved = torch.load(buffer, map_location=self.accelerator.device, weights_only=False)
+            self._buffer = [Group(**fields) for fields in saved]

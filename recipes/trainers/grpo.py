@@ -34,27 +34,22 @@ set from GRPOConfig. What this subclass adds:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 from dataclasses import dataclass, field
 
 import torch
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import nanstd
 
 from recipes.common.step_timing import StepTimer, StepTimingCallback
-from recipes.trainers.decoding import CompactGenerationMixin, drop_zero_advantage_rows, trim_micro_batch
-from recipes.trainers.dynamic_sampling import MODES, DynamicSamplingMixin, Group
+from recipes.trainers.decoding import CompactGenerationMixin, ZeroAdvantageMixin, trim_micro_batch
+from recipes.trainers.dynamic_sampling import MODES, DynamicSamplingMixin, RLVRStateMixin
 from recipes.trainers.gold import GoldRewardsMixin
 from recipes.trainers.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 from rewards import accuracy_reward_names
 
 logger = logging.getLogger(__name__)
 
-STATE_FILE = "rlvr_state.json"
-BUFFER_FILE = "rlvr_buffer_rank{rank}.pt"  # adaptive dynamic sampling's buffer, one file per process
 SAMPLERS = ("random", "pass_rate_weighted")  # how prompts are drawn
 VARIANCE_FROM_SUM = "sum"  # variance_rewards: [sum] reads a group's variance from the weighted sum of all rewards
 
@@ -173,7 +168,9 @@ def variance_reward_names(variance_rewards: list[str] | None, reward_names: list
     return list(variance_rewards) if variance_rewards else accuracy_reward_names(reward_names) or None
 
 
-class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsMixin, GRPOTrainer):
+class RLVRGRPOTrainer(
+    CompactGenerationMixin, ZeroAdvantageMixin, DynamicSamplingMixin, RLVRStateMixin, GoldRewardsMixin, GRPOTrainer
+):
     """GRPOTrainer plus dynamic sampling and a pass-rate curriculum, every option read from `args`, an
     RLVRGRPOConfig (see the module docstring)."""
 
@@ -328,30 +325,6 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsM
             inputs = trim_micro_batch(inputs)
         return inputs
 
-    def _zero_rows_droppable(self) -> bool:
-        """Whether a row with zero advantage adds exactly nothing to this run's loss and gradient (see
-        recipes.trainers.decoding): a loss normalised by the generation batch's tokens, no KL, no entropy
-        bonus or entropy mask, no router aux loss."""
-        return (
-            self.args.skip_zero_advantage
-            and self.loss_type in ("dapo", "cispo", "vespo")
-            and self.beta == 0.0
-            and not getattr(self, "_entropy_bonus_enabled", False)
-            and self.top_entropy_quantile >= 1.0
-            and not getattr(self, "aux_loss_enabled", False)
-        )
-
-    def _drop_zero_advantage_rows(self, inputs: dict) -> dict:
-        kept, dropped = drop_zero_advantage_rows(inputs)
-        if kept["advantages"].shape[0] == 0 and (
-            self.accelerator.num_processes > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled
-        ):
-            # A micro-batch with nothing to train still has to run where the processes' backward passes meet
-            # (DDP's reducer, ZeRO, FSDP); its zero advantages make its gradient zero either way.
-            return inputs
-        self._metrics["train"]["loss_pass/zero_advantage_rows_skipped"].append(dropped)
-        return kept
-
     def _generate(self, prompts):
         with self.step_timing.phase("generate"):
             result = super()._generate(prompts)
@@ -381,8 +354,6 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsM
         return None if result is None else (*result, None)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        if inputs.get("advantages") is not None and inputs["advantages"].shape[0] == 0:  # every row had zero advantage (skip_zero_advantage): nothing to run
-            return sum((param.sum() * 0.0 for param in model.parameters() if param.requires_grad), torch.zeros(()))
         if self.step_timing.active and torch.is_grad_enabled():
             masks = (inputs["prompt_mask"], inputs["completion_mask"])
             counts = None
@@ -393,42 +364,3 @@ class RLVRGRPOTrainer(CompactGenerationMixin, DynamicSamplingMixin, GoldRewardsM
             self.step_timing.count("trained", counts[0])
             self.step_timing.count("positions", counts[1])
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-
-    # ------------------------------------------------------------ checkpoints
-
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)
-        if self.args.should_save:
-            folder = os.path.join(
-                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            )
-            state = {"extra_draws": self._extra_draws, "zero_std_estimate": self._zero_std_estimate}
-            if self.curriculum is not None:
-                state["curriculum"] = self.curriculum.state_dict()
-            with open(os.path.join(folder, STATE_FILE), "w") as handle:
-                json.dump(state, handle)
-        if self._buffer:  # every process saves its own buffer
-            folder = os.path.join(
-                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            )
-            os.makedirs(folder, exist_ok=True)
-            rank = self.accelerator.process_index
-            torch.save([vars(group) for group in self._buffer], os.path.join(folder, BUFFER_FILE.format(rank=rank)))
-
-    def _load_optimizer_and_scheduler(self, checkpoint):
-        super()._load_optimizer_and_scheduler(checkpoint)
-        path = os.path.join(checkpoint, STATE_FILE) if checkpoint else None
-        if path and os.path.exists(path):
-            with open(path) as handle:
-                state = json.load(handle)
-            self._extra_draws = state.get("extra_draws", 0)
-            self._zero_std_estimate = state.get("zero_std_estimate")
-            if self.curriculum is not None and "curriculum" in state:
-                self.curriculum.load_state_dict(state["curriculum"])
-            logger.info("restored dynamic-sampling and curriculum state from %s", path)
-        buffer = (
-            os.path.join(checkpoint, BUFFER_FILE.format(rank=self.accelerator.process_index)) if checkpoint else None
-        )
-        if buffer and os.path.exists(buffer):
-            saved = torch.load(buffer, map_location=self.accelerator.device, weights_only=False)
-            self._buffer = [Group(**fields) for fields in saved]
