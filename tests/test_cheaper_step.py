@@ -176,3 +176,27 @@ def test_zero_advantage_rows_stay_where_they_can_change_the_loss(tmp_path):
     assert not droppable(loss_type="grpo", beta=0.0)  # a mean over the micro-batch's rows: its divisor would change
     assert not droppable(loss_type="bnpo", beta=0.0)
     assert not droppable(loss_type="dapo", beta=0.0, top_entropy_quantile=0.2)  # the quantile is the batch's
+
+
+def test_several_processes_keep_every_row():
+    """TRL's loss gathers per-row clip metrics across processes: the row counts must stay equal, so a multi-process
+    run drops nothing (a two-process run that dropped rows aborted in that gather)."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from recipes.trainers.decoding import ZeroAdvantageMixin
+
+    inputs = {"advantages": torch.tensor([0.0, 1.0, 0.0, -1.0]), "completion_ids": torch.ones(4, 3)}
+    metrics = {"train": defaultdict(list)}
+
+    def trainer(processes):
+        return SimpleNamespace(
+            accelerator=SimpleNamespace(num_processes=processes), is_deepspeed_enabled=False,
+            is_fsdp_enabled=False, _metrics=metrics,
+        )  # fmt: skip
+
+    assert ZeroAdvantageMixin._drop_zero_advantage_rows(trainer(2), inputs) is inputs
+    one = ZeroAdvantageMixin._drop_zero_advantage_rows(trainer(1), inputs)
+    assert one["advantages"].tolist() == [1.0, -1.0] and metrics["train"]["loss_pass/zero_advantage_rows_skipped"] == [
+        2
+    ]

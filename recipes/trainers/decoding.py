@@ -15,7 +15,8 @@ docs/benchmarks.md "Where a GRPO step's time goes").
   normalised by the generation batch's token count (dapo, cispo, vespo) without a KL term, an entropy bonus or
   an entropy mask, such a row contributes exactly zero loss and zero gradient, so the update is the same
   (up to the order of float sums); only the logged per-token metrics (entropy, clip ratios) then cover the
-  rows that ran.
+  rows that ran. One process only: with several, each keeps its rows (TRL gathers per-row metrics across
+  processes, which needs equal row counts).
 """
 
 from __future__ import annotations
@@ -177,13 +178,14 @@ class ZeroAdvantageMixin:
         )
 
     def _drop_zero_advantage_rows(self, inputs: dict) -> dict:
-        kept, dropped = drop_zero_advantage_rows(inputs)
-        if kept["advantages"].shape[0] == 0 and (
-            self.accelerator.num_processes > 1 or self.is_deepspeed_enabled or self.is_fsdp_enabled
-        ):
-            # A micro-batch with nothing to train still has to run where the processes' backward passes meet
-            # (DDP's reducer, ZeRO, FSDP); its zero advantages make its gradient zero either way.
+        if self.accelerator.num_processes > 1:
+            # Every process must keep its rows: TRL's loss gathers per-row clip metrics across processes, which
+            # needs the same row count on each (a mismatch aborted a two-process run), and DDP's reducer needs
+            # every process's backward pass.
             return inputs
+        kept, dropped = drop_zero_advantage_rows(inputs)
+        if kept["advantages"].shape[0] == 0 and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
+            return inputs  # ZeRO and FSDP run their hooks in the model's own backward: let the zero batch run
         self._metrics["train"]["loss_pass/zero_advantage_rows_skipped"].append(dropped)
         return kept
 

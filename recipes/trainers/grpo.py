@@ -138,8 +138,8 @@ class RLVRGRPOConfig(GRPOConfig):
         default=True,
         metadata={
             "help": "Leave rows whose advantage is exactly zero out of the loss pass where that cannot change the "
-            "update: loss_type dapo, cispo or vespo (normalised by the generation batch's tokens), beta 0, no "
-            "entropy bonus or entropy mask, no router aux loss. See recipes/trainers/decoding.py."
+            "update: one process, loss_type dapo, cispo or vespo (normalised by the generation batch's tokens), "
+            "beta 0, no entropy bonus or entropy mask, no router aux loss. See recipes/trainers/decoding.py."
         },
     )
 
