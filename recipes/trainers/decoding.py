@@ -141,11 +141,11 @@ def merged_lora(model, enabled: bool = True):
 def _lora_layers(model) -> list:
     """The LoRA layers of a PEFT LoRA model that merged_lora can merge and restore exactly; [] otherwise."""
     try:
-        from peft import PeftModel
+        from peft import PeftModel, PeftType
         from peft.tuners.lora import LoraLayer
     except ImportError:  # peft is a dependency; a model that is not a PeftModel needs none of this
         return []
-    if not isinstance(model, PeftModel) or str(model.peft_type) not in ("LORA", "PeftType.LORA"):
+    if not isinstance(model, PeftModel) or model.peft_type != PeftType.LORA:
         return []
     layers = [module for module in model.modules() if isinstance(module, LoraLayer)]
     for layer in layers:

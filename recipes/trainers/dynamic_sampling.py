@@ -324,19 +324,14 @@ class RLVRStateMixin:
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         if self.args.should_save:
-            folder = os.path.join(
-                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            )
             state = {"extra_draws": self._extra_draws, "zero_std_estimate": self._zero_std_estimate}
             if self.curriculum is not None:
                 state["curriculum"] = self.curriculum.state_dict()
             with open(os.path.join(folder, STATE_FILE), "w") as handle:
                 json.dump(state, handle)
         if self._buffer:  # every process saves its own buffer
-            folder = os.path.join(
-                self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            )
             os.makedirs(folder, exist_ok=True)
             rank = self.accelerator.process_index
             torch.save([vars(group) for group in self._buffer], os.path.join(folder, BUFFER_FILE.format(rank=rank)))
