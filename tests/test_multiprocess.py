@@ -31,8 +31,10 @@ TINY_RUN = [
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="these launches test the CPU (gloo) path")
 
 
-def launch(launcher: list[str], model, out, *extra: str, config: str = "demo/grpo.yaml", timeout: int = 600):
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+def launch(
+    launcher: list[str], model, out, *extra: str, config: str = "demo/grpo.yaml", timeout: int = 600, site: str = ""
+):
+    path = os.pathsep.join(filter(None, [site, str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
     env.pop("WORLD_SIZE", None)
     command = [sys.executable, "-m", "accelerate.commands.launch", *launcher, "--main_process_port", "0"]
@@ -64,13 +66,27 @@ def test_a_launch_that_lost_its_processes_stops_at_once(tiny_model_dir, tmp_path
     assert not out.exists()  # nothing trained, nothing written
 
 
+# Loaded by every Python process of a launch (PYTHONPATH): a recipe process that reaches the interpreter's
+# teardown leaves a file behind. DeepSpeed keeps process groups alive in module globals until then, and one
+# finished ZeRO-3 run aborted there (exit -6), so a finished recipe process must end before it.
+TEARDOWN_PROBE = """
+import atexit, os, sys
+if sys.argv and sys.argv[0].endswith("grpo.py"):
+    atexit.register(lambda: open(os.path.join({folder!r}, "teardown-%d" % os.getpid()), "w").close())
+"""
+
+
 @pytest.mark.parametrize("stage", [2, 3])
 def test_deepspeed_zero_two_processes(stage, tiny_model_dir, tmp_path):
-    out = tmp_path / f"zero{stage}"
+    out, site = tmp_path / f"zero{stage}", tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(TEARDOWN_PROBE.format(folder=str(site)))
     config = str(REPO / f"recipes/accelerate/zero{stage}.yaml")
     launcher = ["--config_file", config, "--num_processes", "2", "--mixed_precision", "no"]
-    result = launch(launcher, tiny_model_dir, out, config="demo/dapo.yaml" if stage == 3 else "demo/grpo.yaml")
+    recipe = "demo/dapo.yaml" if stage == 3 else "demo/grpo.yaml"
+    result = launch(launcher, tiny_model_dir, out, config=recipe, site=str(site))
     assert result.returncode == 0, result.stderr[-4000:]
+    assert sorted(p.name for p in site.iterdir() if p.name.startswith("teardown")) == [], "a process reached teardown"
     card = json.loads((out / "run_card.json").read_text())
     assert card["processes"] == 2 and card["final_step"] == 1
     assert card["distributed"] == {"type": "DEEPSPEED", "device": "cpu", "zero_stage": stage}

@@ -330,13 +330,17 @@ def run_recipe_cli(
         parsed = parse_recipe_args(dataclass_types, default_config, argv)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
         _exit_with(error)
-    interrupted = False
+    interrupted, left_group = False, False
     try:
-        return run_recipe(main, parsed, user_errors)
+        result = run_recipe(main, parsed, user_errors)
     except KeyboardInterrupt:
         interrupted = True  # the message comes below, once the stopped run's frames (its progress bars) are gone
     finally:
-        end_process_group(wait_for_others=not interrupted)
+        left_group = end_process_group(wait_for_others=not interrupted)
+    if not interrupted:
+        if left_group and argv is None:
+            exit_without_teardown(0)  # this process is the command line of one process of a finished launch
+        return result
     import gc
 
     gc.collect()  # a progress bar closed later would print itself after the message
@@ -345,8 +349,8 @@ def run_recipe_cli(
     raise SystemExit(INTERRUPTED_EXIT_CODE)
 
 
-def end_process_group(wait_for_others: bool = True) -> None:
-    """Leave the process group in order before the interpreter exits.
+def end_process_group(wait_for_others: bool = True) -> bool:
+    """Leave the process group in order before the interpreter exits; True when there was one to leave.
 
     A gloo group still alive at exit can abort a process that has finished ("terminate called without an
     active exception", exit code -6), and the launcher then reports the whole finished run as failed. After
@@ -354,12 +358,33 @@ def end_process_group(wait_for_others: bool = True) -> None:
     """
     import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
+    if not (dist.is_available() and dist.is_initialized()):
+        return False
+    try:
+        if wait_for_others:
+            dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    return True
+
+
+def exit_without_teardown(code: int) -> None:
+    """End a finished process of a multi-process launch without the interpreter's teardown.
+
+    Leaving the group is not enough under DeepSpeed: its ZeRO-3 hooks keep the model, and with it process
+    groups and their pending gloo work, alive in module globals (deepspeed.runtime.zero.parameter_offload's
+    FWD_MODULE_STACK, its autograd Function classes), so they are destroyed during interpreter finalization, in
+    no set order; one finished CI run aborted there ("terminate called without an active exception", exit -6)
+    after its model was saved. Every file is written and every process has passed the barrier by now, so the
+    process flushes its logs and streams and ends with `os._exit`, which runs no finalizers.
+    """
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
         try:
-            if wait_for_others:
-                dist.barrier()
-        finally:
-            dist.destroy_process_group()
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe has nothing left to lose
+            pass
+    os._exit(code)
 
 
 @dataclass(frozen=True)
