@@ -200,3 +200,34 @@ def test_several_processes_keep_every_row():
     assert one["advantages"].tolist() == [1.0, -1.0] and metrics["train"]["loss_pass/zero_advantage_rows_skipped"] == [
         2
     ]
+
+
+def test_a_recipe_run_samples_with_eval_decoding_from_the_merged_adapter(tiny_model_dir, tmp_path, monkeypatch):
+    """The recipe's own build (grpo.py: generation_kwargs gets use_cache=True for TRL's generate) must still
+    sample with eval.decoding, and a LoRA policy from its merged weights: before this test the recipes' runs
+    silently fell back to TRL's generate, because the compact path refused any generation_kwargs."""
+    from peft import PeftModel
+    from peft.tuners.lora import LoraLayer
+
+    import eval.decoding
+    from recipes import grpo
+
+    seen = []
+    real = eval.decoding.sample_tokens
+
+    def counting(model, prompts, **kwargs):
+        lora = [module for module in model.modules() if isinstance(module, LoraLayer)]
+        seen.append((len(prompts), isinstance(model, PeftModel), len(lora), all(layer.merged for layer in lora)))
+        return real(model, prompts, **kwargs)
+
+    monkeypatch.setattr(eval.decoding, "sample_tokens", counting)
+    out = tmp_path / "run"
+    grpo.cli([
+        "--model_name_or_path", str(tiny_model_dir), "--output_dir", str(out), "--max_steps", "1",
+        "--num_generations", "2", "--per_device_train_batch_size", "4", "--max_completion_length", "8",
+        "--dataset_num_rows", "4", "--dataset_name", "synthetic:1", "--save_strategy", "no", "--use_cpu", "true",
+        "--use_peft", "true", "--lora_r", "4", "--lora_target_modules", "all-linear", "--disable_tqdm", "true",
+    ])  # fmt: skip
+    assert seen, "the recipe's generation did not go through eval.decoding"
+    # the sampling model is the LoRA policy with every adapter layer merged into its base weights
+    assert all(rows > 0 and peft and layers > 0 and merged for rows, peft, layers, merged in seen), seen

@@ -33,6 +33,11 @@ COMPLETION_COLUMNS = (
 )  # fmt: skip
 
 
+# Generation keyword arguments eval.decoding already honours: the recipes set use_cache=True for TRL's generate
+# (recipes.common.model.with_kv_cache), and eval.decoding always samples with a KV cache.
+SERVED_KWARGS = {"use_cache": True}
+
+
 class CompactGenerationMixin:
     """TRL's `_generate_single_turn` served by eval.decoding when `compact_generation` is set and it applies;
     mixed into RLVRGRPOTrainer ahead of trl.GRPOTrainer."""
@@ -77,7 +82,11 @@ class CompactGenerationMixin:
             and not multimodal_fields
             and self.min_p is None
             and self.repetition_penalty == 1.0
-            and not self.args.generation_kwargs
+            and not {
+                key: value
+                for key, value in (self.args.generation_kwargs or {}).items()
+                if SERVED_KWARGS.get(key) != value
+            }
             and self.temperature > 0
         )
 
