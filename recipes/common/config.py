@@ -331,7 +331,7 @@ def run_recipe_cli(
         parsed = parse_recipe_args(dataclass_types, default_config, argv)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
         _exit_with(error)
-    interrupted, left_group = False, False
+    interrupted = False
     try:
         result = run_recipe(main, parsed, user_errors)
     except KeyboardInterrupt:
