@@ -11,9 +11,11 @@ sandbox's process-wide limit (rewards.sandbox.process.max_runs: the cores this p
 holding one), which also holds across reward calls made at once: a run's wall-clock ceiling is half a
 second above its CPU timeout, so a correct program beside CPU hogs must get a core of its own.
 
-`stop_on_first_failure` skips the cases after a failing one. Scores then count only the cases that
-passed before the first failure, whatever order the pool happened to run them in, so a score does not
-depend on `max_concurrency`.
+Every case runs, whatever the program answered in the others (issue 37): were the cases after a failure
+skipped, whether a later run came, or a later call arrived, would tell a program which of its answers was
+wrong, and a program that writes that down anywhere could learn the answers across runs. So
+`stop_on_first_failure` is a scoring rule only: scores count only the cases that passed before the first
+failure, whatever order the pool happened to run them in, so a score does not depend on `max_concurrency`.
 
 A row without tests (a math row in a mixed dataset) or with tests in neither format is None: TRL leaves
 it out. A completion without a code block scores 0, with the reason logged, never raised.
@@ -121,10 +123,6 @@ class _Row:
             if not passed and (self.first_failure is None or index < self.first_failure):
                 self.first_failure = index
 
-    def skip(self, index: int, options: _Options) -> bool:
-        with self.lock:
-            return options.stop_on_first_failure and self.first_failure is not None and self.first_failure < index
-
     def verdict(self, options: _Options) -> CodeVerdict:
         limit = self.first_failure if options.stop_on_first_failure and self.first_failure is not None else self.total
         passed = sum(1 for index, (ok, _) in self.results.items() if ok and index < limit)
@@ -136,8 +134,6 @@ class _Row:
 
 
 def _run_stdio_case(row: _Row, index: int, options: _Options) -> None:
-    if row.skip(index, options):
-        return
     tests = row.tests
     result = run_python(row.code, stdin=tests.inputs[index], timeout_s=options.timeout_s, memory_mb=options.memory_mb)
     if result.status != "ok":
@@ -155,7 +151,6 @@ def _run_assert_cases(row: _Row, options: _Options) -> None:
         tests.setup,
         tests.cases,
         tests.names,
-        options.stop_on_first_failure,
         timeout_s=options.timeout_s,
         memory_mb=options.memory_mb,
     )
@@ -171,8 +166,7 @@ def _run_assert_cases(row: _Row, options: _Options) -> None:
     for index in range(row.total):
         if index in reports:
             row.record(index, *reports[index])
-        elif not options.stop_on_first_failure or row.first_failure is None:
-            # Unjudged and not skipped: the run ended (a timeout, the memory limit) before this case finished.
+        else:  # unjudged: the run ended (the memory limit, a judge out of time) before this case was decided
             detail = result.reason if result.status != "ok" else "the run ended before the case ran"
             row.record(index, False, f"{result.status}: {detail}")
 
@@ -273,7 +267,7 @@ def make_code_binary(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_mb: int = DEFAULT_MEMORY_MB,
     max_concurrency: int | None = None,
-    stop_on_first_failure: bool = True,  # for a 0/1 score the first failure decides: the rest need not run
+    stop_on_first_failure: bool = True,  # for a 0/1 score the first failure decides (every case still runs)
     float_tolerance: float | None = None,
     language: str = "python",
 ):

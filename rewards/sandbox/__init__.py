@@ -336,18 +336,19 @@ def run_judged(
     setup: str,
     cases: Sequence[str],
     names: Sequence[str] = (),
-    stop_on_first_failure: bool = False,
     **options,
 ) -> RunResult:
     """Judge `solution` against assert-style `cases` (after `setup`), the tests on the trusted side.
 
     `names` are the solution's functions that the tests call (the entry point); names that the cases call
     and the setup does not define are added. `RunResult.cases` maps each judged case to (passed, detail);
-    index -1 means the solution or the setup failed before any case. Options as for `run_python`.
+    index -1 means the solution or the setup failed before any case. Every case runs to its end whatever the
+    program answers, and the answers are compared only after the program has gone (rewards/sandbox/judge.py):
+    nothing a program sees while it runs depends on whether its answers were right. Options as for `run_python`.
     """
     settings = _options(**options)
     files = {"serve.py": PROTOCOL.read_bytes(), "solution.py": solution.encode()}
-    spec = {"setup": setup, "cases": list(cases), "names": list(names), "stop_on_first_failure": stop_on_first_failure}
+    spec = {"setup": setup, "cases": list(cases), "names": list(names)}
     return _run(files, "serve.py", None, spec, settings)
 
 

@@ -78,7 +78,6 @@ PR_SET_NO_NEW_PRIVS = sandbox_program.PR_SET_NO_NEW_PRIVS
 
 WORK_DIR = "/tmp/work"  # in the new root: the program's working directory, on its private /tmp
 SETUP_FAILED = 125
-PROGRAM_ENDED = 3  # the judge's exit code when the program's side ended before the judge was done
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.unshare.argtypes = [ctypes.c_int]
@@ -94,6 +93,22 @@ class Stop(Exception):
 
 def _raise_stop(signum, frame):
     raise Stop
+
+
+_wakeup: list[int] = []  # a pipe that signal.set_wakeup_fd writes to: a signal wakes the launcher's select
+_end_asked = False  # the caller's SIGUSR1: the run's time is up; end the program's side, let the judge decide
+
+
+def _ask_end(signum, frame):
+    global _end_asked
+    _end_asked = True
+
+
+def _as_child() -> None:
+    """In a forked child of the launcher (init, the judge): none of the launcher's signal handling."""
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
 
 
 # ---------------------------------------------------------------- namespaces
@@ -130,7 +145,9 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # if the launcher dies, init dies, and with it the namespace
     if select.select([alive], [], [], 0)[0]:  # end of file: the launcher died before the line above
         os._exit(SETUP_FAILED)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _as_child()
+    for fd in config.pop("judge_sync", ()):
+        os.close(fd)
     uid, gid = sandbox_program.program_ids(config)
     try:
         os.setsid()  # a session and process group of its own: a program's kill(0) stays inside the namespace
@@ -158,24 +175,74 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     os._exit(0)  # the kernel now kills whatever is left in the namespace
 
 
-def _wait_all(config: dict, main: int, judge: int | None) -> None:
-    """Wait for the program's side (`main`) and the judge; the judge's verdict ends the program's side."""
-    pending = {main} | ({judge} if judge else set())
+def _supervise(config: dict, side: int, judge: int | None, end_side, side_gone) -> tuple[int | None, object, bool]:
+    """Wait until the program's side (init, or the fallback's program) and the judge have both exited.
+
+    The side is ended (`end_side`) when the judge's live phase is over while it still runs, when the judge
+    exits first (nothing the program does after that counts), and when the caller asks (SIGUSR1: the run's CPU
+    time or wall clock ran out, and the cases answered so far are still to be judged). Once the side has been
+    reaped (and `side_gone` has killed what it left), the judge is told to go on to its verdicts: no answer
+    is compared while anything of the program lives. Returns the side's wait status and resource usage (None
+    if it was not reaped), and whether it was ended here."""
+    done, go = config.pop("judge_sync", (None, None))
+    pending = {side} | ({judge} if judge else set())
+    watched = []
+    for pid in pending:
+        try:
+            watched.append(os.pidfd_open(pid))  # readable once the process has exited
+        except (AttributeError, OSError):  # before Linux 5.3: look every few milliseconds instead
+            watched = []
+            break
+    status = usage = None
+    ended = False
+
+    def end() -> None:
+        nonlocal ended
+        if side in pending and not ended:
+            ended = True
+            end_side()
+
     try:
         while pending:
-            pid, status = os.waitpid(-1, 0)
-            pending.discard(pid)
-            program_ended = os.waitstatus_to_exitcode(status) == PROGRAM_ENDED
-            if pid == judge and main in pending and not program_ended:
-                # The cases are judged: nothing the program does now counts. (Had the program died, say of
-                # its CPU limit, init is left to report how, and ends at once by itself.)
-                os.kill(main, signal.SIGKILL)
+            ready = select.select(watched + [_wakeup[0]] + ([done] if done is not None else []), [], [],
+                                  None if watched else 0.005)[0]  # fmt: skip
+            if _wakeup[0] in ready:
+                os.read(_wakeup[0], 4096)
+            if _end_asked:
+                end()
+            if done is not None and done in ready:
+                word = os.read(done, 1)
+                os.close(done)
+                done = None
+                if word != b"E":  # "K": the live phase is over and the side still runs; "": the judge died
+                    end()
+            for pid in sorted(pending):
+                found, wait_status, rusage = os.wait4(pid, os.WNOHANG)
+                if found != pid:
+                    continue
+                pending.discard(pid)
+                if pid == side:
+                    status, usage = wait_status, rusage
+                    side_gone()
+                    if go is not None:
+                        os.write(go, b"g")
+                        os.close(go)
+                        go = None
+                elif side in pending:
+                    end()  # the judge has gone: nothing the program does now counts
     except Stop:
-        for pid in pending:
+        end()
+        for pid in pending - {side}:
             os.kill(pid, signal.SIGKILL)
         for pid in pending:
             os.waitpid(pid, 0)
+        side_gone()
         raise
+    finally:
+        for fd in watched + [done, go]:
+            if fd is not None:
+                os.close(fd)
+    return status, usage, ended
 
 
 def run_namespaced(config: dict, judge: int | None) -> None:
@@ -197,7 +264,8 @@ def run_namespaced(config: dict, judge: int | None) -> None:
             os._exit(SETUP_FAILED)
     os.close(alive_read)
     _close_program_pipes(config)
-    _wait_all(config, init, judge)  # init's death takes every process of the namespace with it
+    # init's death takes every process of the namespace with it: once it is reaped, none of them is left
+    _supervise(config, init, judge, lambda: os.kill(init, signal.SIGKILL), lambda: None)
 
 
 # ---------------------------------------------------------------- the judge
@@ -209,12 +277,16 @@ def start_judge(config: dict) -> int | None:
         return None
     to_program = os.pipe()
     from_program = os.pipe()
+    done, go = os.pipe(), os.pipe()  # the judge's "the live phase is over", the launcher's "the program has gone"
     config["program_pipes"] = (to_program[0], from_program[1])  # the program's fds 3 and 4
     judge = os.fork()
     if judge == 0:
         try:
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            _as_child()
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+            os.close(done[0])
+            os.close(go[1])
             # The run's cgroups, first: the judge's CPU time and memory (decoding a reply, comparing) are the
             # run's, so a reply built to be slow or large to judge ends the run within its own budget.
             mounts.join_cgroup(config)
@@ -240,9 +312,13 @@ def start_judge(config: dict) -> int | None:
             def report_case(index: int, passed: bool, detail: str) -> None:
                 report(config, "case", index=index, passed=passed, detail=detail)
 
-            program_ended = sandbox_judge.judge(config["judge"], to_program[1], from_program[0], report_case)
+            def live_over(program_ended: bool) -> None:
+                os.write(done[1], b"E" if program_ended else b"K")
+                os.read(go[0], 1)  # returns once the program's side is gone (or at end of file: the launcher died)
+
+            sandbox_judge.judge(config["judge"], to_program[1], from_program[0], report_case, live_over)
             report(config, "judged")
-            os._exit(PROGRAM_ENDED if program_ended else 0)
+            os._exit(0)
         except BaseException as error:  # noqa: B036 - the judge must end here, whatever happened
             try:
                 report(config, "judge_error", message=f"{type(error).__name__}: {error}"[:500])
@@ -251,6 +327,9 @@ def start_judge(config: dict) -> int | None:
         os._exit(0)
     os.close(to_program[1])
     os.close(from_program[0])
+    os.close(done[1])
+    os.close(go[0])
+    config["judge_sync"] = (done[0], go[1])
     return judge
 
 
@@ -282,35 +361,23 @@ def run_fallback(config: dict, judge: int | None) -> None:
     except OSError:
         pass  # the child got there first (or has already exited)
     report(config, "started", pid=program)
-    stopped = False
-    try:
-        while True:  # exited, not reaped: the program's group id stays ours
-            ended = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT).si_pid
-            if ended == program:
-                break
-            _, status = os.waitpid(ended, 0)  # the judge, or an orphan of the program's
-            if ended == judge:
-                judge = None
-                if os.waitstatus_to_exitcode(status) != PROGRAM_ENDED:
-                    stopped = True  # the cases are judged: nothing the program does now counts
-                    os.killpg(program, signal.SIGKILL)
-    except Stop:
-        stopped = True
-    finally:
+
+    def end_side() -> None:  # the program is not reaped yet: its group id is still ours
         try:
             os.killpg(program, signal.SIGKILL)  # a fork bomb's processes, all at once
         except OSError:
             pass
         if config["drop_uid"]:
             sandbox_program.kill_uid(config["uid"])
-        _, status, usage = os.wait4(program, 0)
+
+    def side_gone() -> None:  # what left the group (setsid) came back to us as a subreaper
+        if config["drop_uid"]:
+            sandbox_program.kill_uid(config["uid"])
         sandbox_program.kill_descendants(spare=judge)
-        if judge:
-            if stopped:
-                os.kill(judge, signal.SIGKILL)
-            os.waitpid(judge, 0)
-    returncode = None if stopped else os.waitstatus_to_exitcode(status)
-    report(config, "exit", returncode=returncode, cpu_s=usage.ru_utime + usage.ru_stime)
+
+    status, usage, ended = _supervise(config, program, judge, end_side, side_gone)
+    returncode = None if ended or status is None else os.waitstatus_to_exitcode(status)
+    report(config, "exit", returncode=returncode, cpu_s=usage.ru_utime + usage.ru_stime if usage else None)
 
 
 def _read_config(fd: int) -> dict:
@@ -334,6 +401,10 @@ def main() -> None:
         return
     os.set_inheritable(config["status_fd"], False)  # the program must not be able to write events
     signal.signal(signal.SIGTERM, _raise_stop)
+    _wakeup[:] = os.pipe()
+    os.set_blocking(_wakeup[1], False)
+    signal.set_wakeup_fd(_wakeup[1])  # a signal wakes _supervise's select
+    signal.signal(signal.SIGUSR1, _ask_end)
     if config["drop_uid"]:
         # Here, before the user namespace of an unprivileged caller: the ids that root may take.
         config["uid"] = sandbox_program.mapped_id(config["uid"])

@@ -36,6 +36,7 @@ logger = logging.getLogger("rewards.sandbox")
 
 LAUNCHER = Path(__file__).with_name("launcher.py")
 STOP_GRACE_S = 0.25  # how long the launcher gets to take the process tree down before it is killed outright
+JUDGE_GRACE_S = 2.0  # after a judged run's time is up: the judge's time to decide the cases answered before
 CPU_POLL_S = 0.02  # how often the run's CPU time is read, where a cgroup counts it
 _MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 
@@ -67,6 +68,16 @@ def _read_events(data: bytes) -> tuple[dict[str, dict], dict[int, tuple[bool, st
         else:
             events[name] = event
     return events, cases
+
+
+def _judge_may_finish(config: dict, events: bytes, launcher: int) -> bool:
+    """At a judged run's timeout: ask the launcher (SIGUSR1) to end the program's side, so that the judge can
+    decide the cases answered before it; True if asked. Not before the launcher has said that the program
+    started (its handler for the signal is in place by then), and never for a run without a judge."""
+    if not config.get("judge") or not (b"'isolated'" in events or b"'started'" in events):
+        return False
+    os.kill(launcher, signal.SIGUSR1)
+    return True
 
 
 def _config_file(config: dict) -> int:
@@ -137,17 +148,25 @@ def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
     for fd in streams:
         selector.register(fd, selectors.EVENT_READ)
     timed_out = overflow = cpu_out = False
-    exited_at = None
+    exited_at = verdict_deadline = None
     try:
         while selector.get_map():
             now = time.monotonic()
-            if now >= start + ceiling:
-                timed_out = True
+            if verdict_deadline is None and not timed_out:
+                if now >= start + ceiling:
+                    timed_out = True
+                elif group is not None and (group.cpu_seconds() or 0.0) >= cpu_limit:
+                    timed_out = cpu_out = True  # the run's CPU time, all its processes together
+                if timed_out:
+                    if not _judge_may_finish(config, streams[status_read], process.pid):
+                        break
+                    # The program's side is ended by the launcher; the judge then decides the cases answered so
+                    # far (it compares nothing while the program lives), within a grace of its own.
+                    verdict_deadline = now + JUDGE_GRACE_S
+            if verdict_deadline is not None and now >= verdict_deadline:
                 break
-            if group is not None and (group.cpu_seconds() or 0.0) >= cpu_limit:
-                timed_out = cpu_out = True  # the run's CPU time, all its processes together
-                break
-            for key, _ in selector.select(min(start + ceiling - now, CPU_POLL_S)):
+            deadline = verdict_deadline if verdict_deadline is not None else start + ceiling
+            for key, _ in selector.select(max(0.0, min(deadline - now, CPU_POLL_S))):
                 data = os.read(key.fd, 65536)
                 if not data:
                     selector.unregister(key.fd)
@@ -164,7 +183,7 @@ def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
                 exited_at = time.monotonic()
             if exited_at is not None and time.monotonic() - exited_at > 0.1:
                 break
-        finished = not (timed_out or overflow)  # then the launcher is exiting, or about to
+        finished = not overflow and (not timed_out or exited_at is not None)  # the launcher is exiting, or about to
         if group is not None and not finished:
             group.kill(STOP_GRACE_S)  # the program's side at once; the launcher then sees init gone
         if not _wait_exited(process.pid, STOP_GRACE_S if finished else 0):
