@@ -8,8 +8,8 @@ functions called inside it with plain data (see rewards/sandbox/judge.py). Runs 
 of `max_concurrency` workers; each run is a separate, isolated process with its own hard timeout, so one
 hostile program cannot hang or slow the others beyond its own limits. The default, and the most, is the
 sandbox's process-wide limit (rewards.sandbox.process.max_runs: the cores this process may use, each run
-holding one), which also holds across reward calls made at once: a run's wall-clock ceiling is half a
-second above its CPU timeout, so a correct program beside CPU hogs must get a core of its own.
+holding one), which also holds across reward calls made at once. `timeout_s` counts the run's CPU seconds,
+under a wall-clock ceiling three times as long: a correct program beside CPU hogs still passes.
 
 Every case runs, whatever the program answered in the others (issue 37): were the cases after a failure
 skipped, whether a later run came, or a later call arrived, would tell a program which of its answers was

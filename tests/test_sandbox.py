@@ -41,16 +41,16 @@ def test_a_program_that_does_not_parse_is_an_error():
 
 
 def test_wall_clock_ceiling():
-    # A sleeping program uses no CPU time: the wall-clock ceiling ends it, by default the timeout + 0.5 s (each
-    # run has a core of its own, so a correct program's CPU time is not what the ceiling waits for).
+    # A sleeping program uses no CPU time: the wall-clock ceiling ends it, by default 3 x the timeout + 1 s (the
+    # verdict is by CPU time; the ceiling only ends programs that wait, and gives a loaded host room).
     start = time.monotonic()
     result = run_python("import time\ntime.sleep(30)", timeout_s=1.0, wall_timeout_s=1.0)
     assert result.status == "timeout" and "wall-clock" in result.reason
     assert time.monotonic() - start < 1.5
     start = time.monotonic()
     result = run_python("import time\ntime.sleep(30)", timeout_s=0.5)
-    assert result.status == "timeout" and "1 s wall-clock" in result.reason
-    assert 1.0 <= time.monotonic() - start < 1.5
+    assert result.status == "timeout" and "2.5 s wall-clock" in result.reason
+    assert 2.5 <= time.monotonic() - start < 3.0
 
 
 def test_cpu_bound_timeout():

@@ -98,16 +98,20 @@ def test_an_8_mb_reply_fails_the_case_before_the_judge_parses_it():
 
 
 @pytest.mark.parametrize("mode", ["stdin/stdout", "judged"])
-def test_a_sleeping_program_ends_within_the_timeout_and_half_a_second(mode):
+def test_a_sleeping_program_ends_at_the_wall_clock_ceiling(mode):
+    """The ceiling is three times the CPU timeout plus a second (issue 37: verdicts by CPU time); a judged run
+    then ends the program and lets the judge decide the case (here: it failed, the program never answered)."""
+    ceiling = 3 * TIMEOUT_S + 1.0
     start = time.monotonic()
     if mode == "judged":
         result = run_judged("import time\ndef f():\n    time.sleep(60)\n", "", ["f()"], ["f"], timeout_s=TIMEOUT_S)
+        assert result.cases == {0: (False, "the program ended")}, result
     else:
         result = run_python("import time\ntime.sleep(60)", timeout_s=TIMEOUT_S)
     elapsed = time.monotonic() - start
-    assert result.status == "timeout", result
-    assert result.wall_s < TIMEOUT_S + 0.5 + SLACK_S, result.wall_s
-    assert elapsed < TIMEOUT_S + 0.5 + 2 * SLACK_S, elapsed
+    assert result.status == "timeout" and "wall-clock" in result.reason, result
+    assert ceiling <= result.wall_s < ceiling + 0.5 + SLACK_S, result.wall_s
+    assert elapsed < ceiling + 0.5 + 2 * SLACK_S, elapsed
 
 
 # ---------------------------------------------------------------- concurrency
@@ -194,3 +198,24 @@ def test_a_correct_program_beside_cpu_hogs_passes():
     verdicts = verify_code_batch(completions, tests, timeout_s=TIMEOUT_S, max_concurrency=len(completions))
     assert verdicts[0].all_passed, verdicts[0]
     assert not any(verdict.all_passed for verdict in verdicts[1:])
+
+
+def test_a_correct_program_that_needs_70_percent_of_its_cpu_passes_while_spinners_hold_both_cores():
+    """Issue 37: verdicts by CPU time, not by the host's load. At db84883 the ceiling was the timeout plus half
+    a second of wall time, and a program that needed 70% of its CPU time got less than that before it, with
+    the cores taken by work outside the sandbox (as the trainer's are). Three spinners on two cores leave the
+    program about half a core: 1.4 s of CPU takes about 2.8 s, past the old ceiling of 2.5 s."""
+    timeout_s = 2.0
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True:\n    pass"], start_new_session=True) for _ in range(3)
+    ]  # each a session of its own, as separate jobs are: the scheduler shares cores between sessions
+    try:
+        time.sleep(0.2)
+        program = f"import time\nwhile time.process_time() < {0.7 * timeout_s}:\n    pass\nprint('done')"
+        result = run_python(program, timeout_s=timeout_s)
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    assert (result.status, result.stdout) == ("ok", "done\n"), result
+    assert result.cpu_s is None or result.cpu_s >= 0.7 * timeout_s

@@ -5,7 +5,7 @@ The learners (tests/support/learners.py) answer HumanEval/0, /3 and /57 (boolean
 anything, writing down, run after run, which answers the judge accepted: in their uid's keyring read back
 through /proc/key-users, in the session keyring inherited from the caller, or in the page cache of a
 standard library file. Before issue 29 each of them scored 1.0 on some of ten rounds. Then the parts:
-the calls they used fail with EPERM inside, stdin cannot be written, /proc shows only the run's processes,
+the calls they used fail with EPERM inside, stdin cannot be written, there is no /proc (issue 37),
 a run's uid does not count the processes before it, keys added in a run are gone after it, and without
 libseccomp the sandbox refuses to run unless told otherwise. The judge's budget is in
 tests/test_sandbox_containment.py.
@@ -142,12 +142,12 @@ def test_keys_added_in_a_run_are_gone_after_it(seccomp):
 
 
 PROBE = """
-import ctypes, json, mmap, os, subprocess, sys, threading
+import ctypes, json, mmap, os, sys, threading
 N = {numbers!r}
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 fd = os.open(os.__file__, os.O_RDONLY)
-page = mmap.mmap(-1, mmap.PAGESIZE)
+page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE)
 address = ctypes.addressof(ctypes.c_char.from_buffer(page))
 buffer, context = ctypes.create_string_buffer(64), ctypes.c_ulong(0)
 
@@ -193,7 +193,10 @@ works["fork"] = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
 thread = threading.Thread(target=lambda: works.setdefault("thread", "ran"))
 thread.start()
 thread.join()
-works["subprocess"] = subprocess.run([sys.executable, "-c", "print(6 * 7)"], capture_output=True, text=True).stdout
+child = os.fork()
+if child == 0:  # a new interpreter (not through subprocess, which needs a pipe: issue 37 took those away)
+    os.execv(sys.executable, [sys.executable, "-c", "raise SystemExit(6 * 7)"])
+works["exec"] = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
 print(json.dumps({{"denied": result, "works": works}}))
 """
 
@@ -215,7 +218,7 @@ def test_the_filtered_calls_fail_with_eperm_inside_and_the_rest_still_works():
         "preadv(0)": 8,
         "fork": 7,
         "thread": "ran",
-        "subprocess": "42\n",
+        "exec": 42,
     }
 
 
@@ -236,14 +239,6 @@ print(os.read(0, 100).decode())
     assert result.status == "ok", result.stderr
     assert "written" not in result.stdout
     assert result.stdout.splitlines()[-1] == "1 2 3"
-
-
-def test_proc_shows_the_runs_processes_and_nothing_about_the_machine():
-    require_namespaces()
-    code = "import os\nprint(sorted(e for e in os.listdir('/proc') if not e.isdigit()))\n"
-    code += "print(os.path.exists('/proc/self/status'))"
-    result = run_python(code)
-    assert result.stdout == "['self', 'thread-self']\nTrue\n", result
 
 
 def test_a_runs_uid_does_not_count_the_processes_before_it():

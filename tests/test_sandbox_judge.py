@@ -296,7 +296,7 @@ for root, dirs, files in os.walk("/"):
                     found.append(os.path.join(root, name))
         except OSError:
             pass
-for entry in os.listdir("/proc"):
+for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
     for part in ("cmdline", "environ"):
         try:
             if marker.encode() in open(f"/proc/{entry}/{part}", "rb").read():

@@ -24,11 +24,12 @@ The sandbox (`isolation="namespaces"`, Linux; the launcher, rewards/sandbox/laun
 - a cgroup per run where the host lets us make one (rewards/sandbox/cgroup.py): memory, processes and
   cores for the run as a whole, killed as a whole and empty before the call returns; elsewhere the
   process count times the per-process address space is kept within `memory_mb`;
-- `timeout_s` counts CPU seconds (of the whole run where a cgroup counts them, else per process), with a
-  wall-clock ceiling (`wall_timeout_s`, default the timeout plus half a second), so a program that sleeps
-  or waits holds its slot no longer than one that computes; runs go at most one per core this process may
-  use, across threads and reward calls (rewards/sandbox/process.py), so each gets the CPU its timeout
-  counts; the call returns within the ceiling plus half a second, with no process of the run left;
+- `timeout_s` counts CPU seconds (of the whole run where a cgroup counts them, else per process): verdicts
+  are by CPU time, not by the host's load. The wall-clock ceiling (`wall_timeout_s`, default three times
+  the timeout plus a second) is only for a program that sleeps or waits; runs go at most one per core this
+  process may use, across threads and reward calls (rewards/sandbox/process.py); the call returns within
+  the ceiling plus half a second (two and a half for a judged run, whose judge then decides the cases
+  answered before), with no process of the run left;
 - always: rlimits, an environment reduced to an allowlist, stdout and stderr read as they come and capped.
 - fallback (`isolation="fallback"`, or where the kernel refuses namespaces): rlimits, cgroups where
   available, a temporary directory, the kill of every descendant, and as root a uid of its own. A
@@ -70,6 +71,11 @@ ISOLATION_ENV = "RLVR_SANDBOX_ISOLATION"
 UID_BASE = 1_000_000_000  # program uids (as root): UID_BASE + one of 2**30 at random, judges' 2**30 above: no
 UID_SPAN = 1 << 30  # real user has them, and no run learns from its uid how many processes ran before it
 MAX_OUTPUT_BYTES = 1_000_000
+# The wall-clock ceiling over a run's CPU-time limit (issue 37): verdicts are by CPU time, and a run on a
+# loaded host gets its CPU seconds slower; at db84883 the ceiling was the limit plus half a second, and a
+# correct program that needed 70% of its CPU time failed while the trainer held the cores. A program that
+# only sleeps holds its slot this long.
+WALL_FACTOR, WALL_EXTRA_S = 3.0, 1.0
 # Without a memory cgroup a run may have this many processes (threads count too), each with memory_mb / this
 # of address space: together never more than memory_mb. Most programs are one process; 4 leaves room for a few.
 FALLBACK_PROCESSES = 4
@@ -175,7 +181,7 @@ def _limits(
         address_space = memory_mb // processes
     return {
         "cpu_s": timeout_s,
-        "wall_s": wall_timeout_s if wall_timeout_s is not None else timeout_s + 0.5,
+        "wall_s": wall_timeout_s if wall_timeout_s is not None else WALL_FACTOR * timeout_s + WALL_EXTRA_S,
         "rlimit_cpu_s": max(1, int(timeout_s + 0.999)),
         "memory_mb": memory_mb,
         "max_output_bytes": options["max_output_bytes"],
@@ -320,7 +326,7 @@ def run_python(
 ) -> RunResult:
     """Run `code` as `python main.py` in a fresh working directory, feeding it `stdin`.
 
-    Options: `timeout_s` (CPU seconds), `wall_timeout_s` (the wall-clock ceiling; default timeout + 0.5 s),
+    Options: `timeout_s` (CPU seconds), `wall_timeout_s` (the wall-clock ceiling; default 3 x timeout + 1 s),
     `memory_mb` (the whole run), `file_size_mb` (each file), `disk_mb` (the private /tmp and /dev/shm: a tmpfs,
     so memory), `max_processes`, `max_open_files`, `max_output_bytes`, `packages` (names of installed
     packages the program may import, besides the standard library), `isolation` ("auto": namespaces where

@@ -71,6 +71,7 @@ CLONE_NEWIPC = 0x08000000  # System V IPC and POSIX message queues
 CLONE_NEWUSER = 0x10000000  # uids and capabilities: lets an unprivileged user do the rest
 CLONE_NEWPID = 0x20000000  # process ids: the program sees and can signal only its own processes
 CLONE_NEWNET = 0x40000000  # network: only a loopback device, down; no route anywhere
+CLONE_NEWCGROUP = 0x02000000  # the run's cgroup is its root: its name (the caller's pid, the run's index) unseen
 # prctl(2) options.
 PR_SET_PDEATHSIG = 1  # a signal the kernel sends us when our parent dies
 PR_SET_CHILD_SUBREAPER = 36  # orphaned descendants are re-parented to us, not to the system's init
@@ -153,6 +154,8 @@ def run_init(config: dict, alive: int, network: bool) -> None:
         os.setsid()  # a session and process group of its own: a program's kill(0) stays inside the namespace
         os.umask(0o022)
         mounts.join_cgroup(config)
+        if config.get("cgroup_procs") and _libc.unshare(CLONE_NEWCGROUP) != 0:
+            raise SetupError(f"unshare(CLONE_NEWCGROUP): {os.strerror(ctypes.get_errno())}")
         mounts.build_root(config, WORK_DIR, uid, gid)
     except Exception as error:
         report(config, "setup_error", message=f"{type(error).__name__}: {error}")

@@ -3,19 +3,24 @@
 Loaded by rewards/sandbox/launcher.py (standard library only, like it) before any namespace, and used in
 init, the first process of the run's namespaces, before the program starts, and in the judge, which joins
 the run's cgroups too. What goes into the root is decided by the caller (rewards/sandbox/root.py: a
-private copy in memory of what a run needs); this module only mounts it, with a /proc that shows the
-run's processes and nothing of the machine.
+private copy in memory of what a run needs); this module only mounts it, with device nodes of the run's
+own and no /proc.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import stat
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 0x20, 0x1000, 0x4000, 0x40000
 MNT_DETACH = 2
-DEVICES = ("null", "zero", "full", "random", "urandom")  # bound from the host: all a program needs of /dev
+# All a program needs of /dev, as (name, minor) of the memory devices (major 1). Made anew in each run's own
+# /dev (as root), not bound from the host: locks, leases and watches on the host's /dev/null are state that
+# every run alive at once shares (issue 37). Where mknod is not ours to make (a user namespace), the host's
+# nodes are bound, and the seccomp filter takes away the calls that would share state through them.
+DEVICES = (("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9))
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}.get(os.uname().machine, -1)
 SANDBOX_TMP = "/tmp"  # where the new root is built (a tmpfs over the host's /tmp, in our mount namespace only)
 
@@ -59,14 +64,14 @@ def build_root(config: dict, work_dir: str, uid: int, gid: int) -> None:
 
     Every host path is opened (O_PATH) before anything is mounted, since the new root's tmpfs goes over
     /tmp, where a path may lie. Then: the binds; an empty tmpfs over each site-packages that a bind
-    brought in, with only the allowlisted packages bound into it; the device nodes a program needs; a
-    fresh /proc of the run's pid namespace; the program's private /tmp and /dev/shm; pivot_root into it,
-    the old root detached; the root itself made read-only.
+    brought in, with only the allowlisted packages bound into it; the device nodes a program needs, made
+    anew where we may; the program's private /tmp and /dev/shm (no /proc); pivot_root into it, the old root
+    detached; the root itself made read-only.
     """
     spec = config["root"]
     mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing we mount from here on propagates to the host
     held = []
-    for source, target in spec["binds"] + spec["allowed"] + [(f"/dev/{name}", f"/dev/{name}") for name in DEVICES]:
+    for source, target in spec["binds"] + spec["allowed"] + [(f"/dev/{name}", f"/dev/{name}") for name, _ in DEVICES]:
         try:
             held.append((target, os.open(source, os.O_PATH), os.path.isdir(source)))
         except OSError:
@@ -76,8 +81,9 @@ def build_root(config: dict, work_dir: str, uid: int, gid: int) -> None:
     mount("tmpfs", new_root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096")
     inside = lambda path: new_root + path  # noqa: E731
     allowed = {target for _, target in spec["allowed"]}
+    devices = _make_devices(inside("/dev"))
     for target, handle, is_dir in sorted(held, key=lambda item: item[0]):
-        if target in allowed:
+        if target in allowed or (devices and target.startswith("/dev/")):
             continue
         _bind(handle, inside(target), is_dir)
     for hidden in spec["hidden"]:
@@ -105,14 +111,9 @@ def build_root(config: dict, work_dir: str, uid: int, gid: int) -> None:
     ):
         os.makedirs(inside(directory), 0o755, exist_ok=True)
         mount("tmpfs", inside(directory), "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0700,{owner},{options}")
-    os.makedirs(inside("/proc"), 0o555, exist_ok=True)
-    try:
-        # A /proc of the new pid namespace, with its processes only (subset=pid, Linux 5.8): none of the files
-        # about the whole machine, some of which outlive a run and count what it did (/proc/key-users: every
-        # uid's keys; /proc/stat: processes forked since boot; /proc/keys, /proc/meminfo, /proc/sys, ...).
-        mount("proc", inside("/proc"), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "subset=pid")
-    except OSError:
-        pass  # an older kernel, or a container that masks parts of /proc: the run has no /proc at all
+    # No /proc (issue 37): the inode number of each /proc/<pid> entry comes from the kernel-wide counter that
+    # pipes and sockets also draw from, so looking up /proc entries advances and reads state every run shares;
+    # and /proc/self/cgroup would name the caller's pid and the run's index. Nothing a test program needs.
     os.mkdir(inside(work_dir), 0o700)
     for name, data in config["files"].items():
         with open(os.path.join(inside(work_dir), name), "wb") as handle:
@@ -125,6 +126,22 @@ def build_root(config: dict, work_dir: str, uid: int, gid: int) -> None:
     _call(_libc.umount2(b"/.old", MNT_DETACH), "umount the old root")
     os.rmdir("/.old")
     mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    if devices:
+        mount(None, "/dev", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
+
+
+def _make_devices(directory: str) -> bool:
+    """The run's own /dev: a tmpfs with fresh device nodes. False (nothing mounted) where mknod is refused."""
+    os.makedirs(directory, 0o755, exist_ok=True)
+    mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=16k,nr_inodes=16")
+    try:
+        for name, minor in DEVICES:
+            os.mknod(os.path.join(directory, name), 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+            os.chmod(os.path.join(directory, name), 0o666)  # whatever the umask
+    except PermissionError:
+        _call(_libc.umount2(os.fsencode(directory), MNT_DETACH), "umount /dev")
+        return False
+    return True
 
 
 def join_cgroup(config: dict) -> None:

@@ -10,10 +10,10 @@ returns. `classify` turns what happened into a status and a reason. Split from r
 
 Runs of one process go at most `max_runs()` at a time, whichever thread or reward call starts them: a
 process-wide semaphore, sized to the cores this process may use (rewards.sandbox.cgroup.cpu_cores) over
-the cores each run's cgroup grants. The timeout counts CPU seconds, but the wall-clock ceiling is only
-half a second above it, so a run must get about a core of its own; a pool larger than the cores (two
-reward calls at once, a pass-rate filter beside a reward, a GRPO group of 16 on 8 cores) would slow
-correct programs past the ceiling. A run waits for its slot before its clock starts.
+the cores each run's cgroup grants. The timeout counts CPU seconds and the wall-clock ceiling is a
+generous multiple of it, so a correct program passes on a loaded host; still, a pool larger than the cores
+(two reward calls at once, a pass-rate filter beside a reward, a GRPO group of 16 on 8 cores) would only
+make runs wait on each other. A run waits for its slot before its clock starts.
 """
 
 from __future__ import annotations
@@ -229,6 +229,7 @@ def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
         "wall_s": time.monotonic() - start,
         "cpu_s": group.cpu_seconds() if group is not None else None,
         "oom": group.out_of_memory() if group is not None else False,
+        "oom_counted": group is not None and group.limits_memory,
     }
 
 
@@ -251,7 +252,12 @@ def classify(outcome: dict, limits: dict) -> tuple[str, str]:
     if any(marker in stderr_tail for marker in _MEMORY_MARKERS):
         return "memory", f"memory limit ({limits['memory_mb']} MB)"
     if returncode == -signal.SIGKILL:
-        return "memory", "killed by SIGKILL (the kernel's out-of-memory killer)"
+        if outcome["oom_counted"]:  # the run's memory group counts the OOM killer's kills, and it made none
+            return (
+                "error",
+                "killed by SIGKILL, not by the out-of-memory killer (the program, or a process of its, sent it)",
+            )
+        return "memory", "killed by SIGKILL (the kernel's out-of-memory killer, or the program itself)"
     if returncode == -signal.SIGXFSZ:
         return "error", "file size limit"
     if returncode is None:

@@ -7,8 +7,16 @@ of the files the run can read (issue 29: learner programs scored by writing down
 answers the judge accepted). The filter takes those calls away, and with them calls that no solution
 needs and that reach further into the kernel than a run should: new namespaces (where a user namespace
 would give a program mount rights), io_uring and AIO (their own paths around this filter), bpf,
-perf_event_open, userfaultfd, ptrace and process_vm_*, kexec, modules, swap, mounts, vsock sockets (not
-namespaced: a VM's host listens there).
+perf_event_open, userfaultfd, ptrace and process_vm_*, kexec, modules, swap, mounts, and sockets (vsock is
+not namespaced: a VM's host listens there).
+
+Issue 37 closed the kernel state that every run shares while it lives, or that counts across runs: the
+global counters a run can advance and read (the socket cookie; the inode numbers of pipes, sockets and
+/proc, which come from one per-CPU counter; those of the kernel's internal tmpfs behind memfd, SysV shm and
+shared anonymous maps; pidfd inodes), and what two runs alive at once could signal each other through
+(fcntl and flock locks, leases and dnotify on a file both can open, inotify and fanotify, futexes keyed
+by a shared mapping, sysinfo's process count and free memory, a core chosen with sched_setaffinity). None
+of these is needed by a test program; pipes go with them, so a program cannot start a subprocess.
 
 Denied calls fail with EPERM (clone3 with ENOSYS, so that glibc falls back to clone, whose flags the filter
 can read); the program is never killed for trying, so Python's start-up and a program that probes what it
@@ -43,13 +51,20 @@ CMP_NE, CMP_EQ, CMP_MASKED_EQ = 1, 4, 7
 NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 MADV_COLD, MADV_PAGEOUT = 20, 21
 _KEYCTL = {"x86_64": 250, "aarch64": 219}  # keyctl's number, for a fresh session keyring without libseccomp
-AF_VSOCK = 40
+CLONE_PIDFD = 0x1000
+MAP_SHARED, MAP_ANONYMOUS, MAP_HUGETLB = 0x01, 0x20, 0x40000  # MAP_SHARED_VALIDATE (0x03) includes MAP_SHARED
+FUTEX_PRIVATE_FLAG = 128
+SOL_SOCKET, SO_COOKIE, SO_NETNS_COOKIE = 1, 57, 71
+# fcntl's lock, lease and directory-notification commands: F_GETLK, F_SETLK, F_SETLKW (the same numbers as
+# their 64-bit forms on 64-bit machines), the open-file-description locks, F_SETLEASE, F_GETLEASE, F_NOTIFY
+FCNTL_SHARED_STATE = (5, 6, 7, 36, 37, 38, 1024, 1025, 1026)
 # Calls added since Linux 5.1 have one number on every architecture but alpha; an older libseccomp may
 # not know their names.
-_SHARED_NUMBERS = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
+_SHARED_NUMBERS = {"pidfd_send_signal": 424, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428,
                    "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "clone3": 435,
                    "pidfd_getfd": 438, "process_madvise": 440, "mount_setattr": 442, "quotactl_fd": 443,
-                   "cachestat": 451, "open_tree_attr": 467}  # fmt: skip
+                   "pidfd_open": 434, "memfd_secret": 447, "futex_waitv": 449, "cachestat": 451,
+                   "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456, "open_tree_attr": 467}  # fmt: skip
 DENIED = (
     # keyrings: a uid's keys outlive its runs, and /proc/key-users shows them to every run
     "add_key", "keyctl", "request_key",
@@ -65,6 +80,16 @@ DENIED = (
     "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon", "swapoff",
     "reboot", "acct", "syslog", "quotactl", "quotactl_fd", "lookup_dcookie", "name_to_handle_at",
     "open_by_handle_at", "fanotify_init", "uselib", "iopl", "ioperm", "vhangup",
+    # kernel-wide counters that any run can advance and read (issue 37): the inode numbers of pipes, sockets
+    # and the kernel's internal tmpfs (memfd, SysV shm, POSIX message queues), pidfd inodes; sockets also
+    # carry the socket-cookie counter, and no test program needs a socket (there is no network anyway)
+    "pipe", "pipe2", "socket", "socketpair", "memfd_create", "memfd_secret", "shmget", "mq_open",
+    "pidfd_open", "pidfd_send_signal",
+    # what runs alive at the same time could pass between them (issue 37): locks and watches on files they
+    # share (the read-only standard library, a device node), futexes of a shared mapping, the machine's
+    # process count and free memory, and a core of one's choosing (per-CPU counters, contention timing)
+    "flock", "inotify_init", "inotify_init1", "inotify_add_watch", "fanotify_mark", "futex_waitv",
+    "futex_wait", "futex_wake", "futex_requeue", "sysinfo", "sched_setaffinity",
 )  # fmt: skip
 
 
@@ -120,7 +145,16 @@ def _rules() -> list[tuple[str, int, list[tuple[int, int, int, int]]]]:
     rules += [(name, errno.EPERM, [(5, CMP_NE, 0, 0)]) for name in ("preadv2", "pwritev2")]  # flags: RWF_NOWAIT...
     # clone's flags are its first argument on x86_64 and aarch64; clone3's are in memory, out of a filter's reach
     rules += [("clone", errno.EPERM, [(0, CMP_MASKED_EQ, flag, flag)]) for flag in NAMESPACE_FLAGS]
-    rules += [("clone3", errno.ENOSYS, []), ("socket", errno.EPERM, [(0, CMP_EQ, AF_VSOCK, 0)])]
+    rules += [("clone", errno.EPERM, [(0, CMP_MASKED_EQ, CLONE_PIDFD, CLONE_PIDFD)]), ("clone3", errno.ENOSYS, [])]
+    # a shared anonymous mapping is an inode of the kernel's internal tmpfs; a huge-page one, of hugetlbfs
+    shared_anonymous = MAP_SHARED | MAP_ANONYMOUS
+    rules += [("mmap", errno.EPERM, [(3, CMP_MASKED_EQ, shared_anonymous, shared_anonymous)])]
+    rules += [("mmap", errno.EPERM, [(3, CMP_MASKED_EQ, MAP_HUGETLB, MAP_HUGETLB)])]
+    # a futex without FUTEX_PRIVATE_FLAG is keyed by the inode of a shared mapping: another run's wake reaches it
+    rules += [("futex", errno.EPERM, [(1, CMP_MASKED_EQ, FUTEX_PRIVATE_FLAG, 0)])]
+    rules += [("fcntl", errno.EPERM, [(1, CMP_EQ, command, 0)]) for command in FCNTL_SHARED_STATE]
+    rules += [("getsockopt", errno.EPERM, [(1, CMP_EQ, SOL_SOCKET, 0), (2, CMP_EQ, option, 0)])
+              for option in (SO_COOKIE, SO_NETNS_COOKIE)]  # fmt: skip
     return rules
 
 
