@@ -4,7 +4,8 @@
 holding the configuration (a marshalled dict: the program's files and, for assert-style runs, the tests;
 never on the command line, which /proc shows to every user). It is a script, not a module of the package,
 on purpose: it imports only the standard library (and its sibling files mounts.py, seccomp.py,
-program.py and, for the judge, judge.py and protocol.py, loaded by path), so it starts fast and is the same whatever the caller's virtualenv holds. It writes one
+program.py, supervise.py and, for the judge, judge.py and protocol.py, loaded by path), so it starts fast
+and is the same whatever the caller's virtualenv holds. It writes one
 line per event to the file descriptor `status_fd`: `isolated` (namespaces are in place), `setup_error`
 (they could not be; the program never ran), `seccomp_error` (the filter could not be installed; the
 program never ran), `exit` (the program's return code), and from the judge `case` (one verdict), `judged`
@@ -19,9 +20,11 @@ Namespaced mode (the default where the kernel allows it):
                                                    seccomp filter, execve(python -I main.py|serve.py)
 
 When init exits the kernel kills every process left in its pid namespace, detached or not, and waits
-for them: nothing outlives a run. When the judge is done, init is killed: nothing the program does after
-its last answer counts. The launcher ends the run on SIGTERM by killing init and the judge; the caller
-also kills the run's cgroup as a whole.
+for them: nothing outlives a run. When the judge has asked its last question, init is killed: nothing
+the program does after its last answer counts; only then, with nothing of the program alive, does the
+judge compare the answers (supervise.py keeps that order; judge.py says why). On SIGUSR1 (the run's time
+is up) init is killed the same way and the judge decides what was answered. The launcher ends the run on
+SIGTERM by killing init and the judge; the caller also kills the run's cgroup as a whole.
 
 Fallback mode (no namespaces): the program gets a process group of its own, which one killpg ends, fork
 bomb included; the launcher becomes a child subreaper, so that descendants that left the group (setsid)
@@ -62,6 +65,7 @@ def _load(name: str):
 mounts = _load("mounts")
 _load("seccomp")
 sandbox_program = _load("program")
+supervise = _load("supervise")
 prctl, report = sandbox_program.prctl, sandbox_program.report
 
 # clone(2) flags for unshare(2); each gives the program its own copy of one kind of kernel state.
@@ -86,30 +90,6 @@ _libc.unshare.argtypes = [ctypes.c_int]
 
 class SetupError(Exception):
     """Isolation could not be set up; the program must not run."""
-
-
-class Stop(Exception):
-    """The caller asked (SIGTERM) to end the run now."""
-
-
-def _raise_stop(signum, frame):
-    raise Stop
-
-
-_wakeup: list[int] = []  # a pipe that signal.set_wakeup_fd writes to: a signal wakes the launcher's select
-_end_asked = False  # the caller's SIGUSR1: the run's time is up; end the program's side, let the judge decide
-
-
-def _ask_end(signum, frame):
-    global _end_asked
-    _end_asked = True
-
-
-def _as_child() -> None:
-    """In a forked child of the launcher (init, the judge): none of the launcher's signal handling."""
-    signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
 
 
 # ---------------------------------------------------------------- namespaces
@@ -146,7 +126,7 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # if the launcher dies, init dies, and with it the namespace
     if select.select([alive], [], [], 0)[0]:  # end of file: the launcher died before the line above
         os._exit(SETUP_FAILED)
-    _as_child()
+    supervise.as_child()
     for fd in config.pop("judge_sync", ()):
         os.close(fd)
     uid, gid = sandbox_program.program_ids(config)
@@ -178,76 +158,6 @@ def run_init(config: dict, alive: int, network: bool) -> None:
     os._exit(0)  # the kernel now kills whatever is left in the namespace
 
 
-def _supervise(config: dict, side: int, judge: int | None, end_side, side_gone) -> tuple[int | None, object, bool]:
-    """Wait until the program's side (init, or the fallback's program) and the judge have both exited.
-
-    The side is ended (`end_side`) when the judge's live phase is over while it still runs, when the judge
-    exits first (nothing the program does after that counts), and when the caller asks (SIGUSR1: the run's CPU
-    time or wall clock ran out, and the cases answered so far are still to be judged). Once the side has been
-    reaped (and `side_gone` has killed what it left), the judge is told to go on to its verdicts: no answer
-    is compared while anything of the program lives. Returns the side's wait status and resource usage (None
-    if it was not reaped), and whether it was ended here."""
-    done, go = config.pop("judge_sync", (None, None))
-    pending = {side} | ({judge} if judge else set())
-    watched = []
-    for pid in pending:
-        try:
-            watched.append(os.pidfd_open(pid))  # readable once the process has exited
-        except (AttributeError, OSError):  # before Linux 5.3: look every few milliseconds instead
-            watched = []
-            break
-    status = usage = None
-    ended = False
-
-    def end() -> None:
-        nonlocal ended
-        if side in pending and not ended:
-            ended = True
-            end_side()
-
-    try:
-        while pending:
-            ready = select.select(watched + [_wakeup[0]] + ([done] if done is not None else []), [], [],
-                                  None if watched else 0.005)[0]  # fmt: skip
-            if _wakeup[0] in ready:
-                os.read(_wakeup[0], 4096)
-            if _end_asked:
-                end()
-            if done is not None and done in ready:
-                word = os.read(done, 1)
-                os.close(done)
-                done = None
-                if word != b"E":  # "K": the live phase is over and the side still runs; "": the judge died
-                    end()
-            for pid in sorted(pending):
-                found, wait_status, rusage = os.wait4(pid, os.WNOHANG)
-                if found != pid:
-                    continue
-                pending.discard(pid)
-                if pid == side:
-                    status, usage = wait_status, rusage
-                    side_gone()
-                    if go is not None:
-                        os.write(go, b"g")
-                        os.close(go)
-                        go = None
-                elif side in pending:
-                    end()  # the judge has gone: nothing the program does now counts
-    except Stop:
-        end()
-        for pid in pending - {side}:
-            os.kill(pid, signal.SIGKILL)
-        for pid in pending:
-            os.waitpid(pid, 0)
-        side_gone()
-        raise
-    finally:
-        for fd in watched + [done, go]:
-            if fd is not None:
-                os.close(fd)
-    return status, usage, ended
-
-
 def run_namespaced(config: dict, judge: int | None) -> None:
     try:
         network = enter_namespaces(config)
@@ -268,7 +178,7 @@ def run_namespaced(config: dict, judge: int | None) -> None:
     os.close(alive_read)
     _close_program_pipes(config)
     # init's death takes every process of the namespace with it: once it is reaped, none of them is left
-    _supervise(config, init, judge, lambda: os.kill(init, signal.SIGKILL), lambda: None)
+    supervise.supervise(config, init, judge, lambda: os.kill(init, signal.SIGKILL), lambda: None)
 
 
 # ---------------------------------------------------------------- the judge
@@ -286,7 +196,7 @@ def start_judge(config: dict) -> int | None:
     if judge == 0:
         try:
             prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-            _as_child()
+            supervise.as_child()
             signal.signal(signal.SIGUSR1, signal.SIG_IGN)
             os.close(done[0])
             os.close(go[1])
@@ -378,7 +288,7 @@ def run_fallback(config: dict, judge: int | None) -> None:
             sandbox_program.kill_uid(config["uid"])
         sandbox_program.kill_descendants(spare=judge)
 
-    status, usage, ended = _supervise(config, program, judge, end_side, side_gone)
+    status, usage, ended = supervise.supervise(config, program, judge, end_side, side_gone)
     returncode = None if ended or status is None else os.waitstatus_to_exitcode(status)
     report(config, "exit", returncode=returncode, cpu_s=usage.ru_utime + usage.ru_stime if usage else None)
 
@@ -403,11 +313,7 @@ def main() -> None:
     if os.getppid() != parent:
         return
     os.set_inheritable(config["status_fd"], False)  # the program must not be able to write events
-    signal.signal(signal.SIGTERM, _raise_stop)
-    _wakeup[:] = os.pipe()
-    os.set_blocking(_wakeup[1], False)
-    signal.set_wakeup_fd(_wakeup[1])  # a signal wakes _supervise's select
-    signal.signal(signal.SIGUSR1, _ask_end)
+    supervise.install_handlers()
     if config["drop_uid"]:
         # Here, before the user namespace of an unprivileged caller: the ids that root may take.
         config["uid"] = sandbox_program.mapped_id(config["uid"])
@@ -424,7 +330,7 @@ def main() -> None:
             run_namespaced(config, judge)
         else:
             run_fallback(config, judge)
-    except Stop:
+    except supervise.Stop:
         if config["mode"] == "fallback":
             if config["drop_uid"]:
                 sandbox_program.kill_uid(config["uid"])
