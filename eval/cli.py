@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
 import sys
 from pathlib import Path
+
+from tasks.hub import hub_problem
 
 
 class UserInputError(ValueError):
@@ -101,11 +102,6 @@ def check_model(name_or_path: str) -> None:
             f"model {name_or_path!r} not found: no such folder, and not a Hub id 'org/name'; give a folder saved "
             "with save_pretrained or a Hub id"
         )
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        from huggingface_hub import try_to_load_from_cache
-
-        if not isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
-            raise UserInputError(
-                f"Hub model {name_or_path!r} is not in the local cache and HF_HUB_OFFLINE is set; download it where "
-                f"the Hub is reachable (hf download {name_or_path}) or give a local folder"
-            )
+    problem = hub_problem(name_or_path, "model")
+    if problem:
+        raise UserInputError(problem)

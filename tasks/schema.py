@@ -26,6 +26,7 @@ from pathlib import Path
 from rewards.verdicts import DEFAULT_VERIFIER, REQUIRE_NUMBER, VERIFIERS, is_choice
 from tasks import synthetic
 from tasks.data_arguments import MAPPABLE_FIELDS, ON_ERROR, DataArguments  # noqa: F401 (re-exported: the recipes' import)
+from tasks.hub import hub_problem
 from tasks.rows import MATH_USER_TEMPLATE, PLAIN_USER_TEMPLATE, build_prompt, row_id
 
 logger = logging.getLogger(__name__)
@@ -125,6 +126,9 @@ def _load_external(name: str, config: str | None, split: str):
         return loaded
     if path.suffix.lower() in _FILE_BUILDERS or name.startswith((".", "/", "~")):
         raise DatasetNotFoundError(f"dataset file {name!r} does not exist")
+    problem = hub_problem(name, "dataset")  # in seconds, not after the Hub client's retries
+    if problem:
+        raise DatasetNotFoundError(problem)
     try:
         return load_dataset(name, config, split=split)
     except Exception as error:  # the Hub client raises many types; all mean "cannot get it"

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from pathlib import Path
+
+from tasks.hub import hub_problem
 
 logger = logging.getLogger(__name__)
 
@@ -118,14 +119,9 @@ def resolve_model_path(name_or_path: str | None, if_missing: str | None = None) 
             "'org/name'. Give a folder saved with save_pretrained, a Hub id, or build the tiny model with "
             "'python scripts/make_tiny_model.py --output-dir DIR'."
         )
-    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False"):
-        from huggingface_hub import try_to_load_from_cache
-
-        if not isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
-            raise ModelNotFoundError(
-                f"Hub model {name_or_path!r} is not in the local cache and HF_HUB_OFFLINE is set. Download it on a "
-                "machine with Hub access (huggingface-cli download " + name_or_path + ") or give a local folder."
-            )
+    problem = hub_problem(name_or_path, "model")
+    if problem:
+        raise ModelNotFoundError(problem)
     return name_or_path
 
 
