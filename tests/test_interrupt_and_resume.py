@@ -4,6 +4,7 @@ output layer is tied to its embeddings does not warn that the tied weight is mis
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -94,6 +95,11 @@ def test_ctrl_c_names_the_checkpoint_and_the_resumed_run_keeps_tied_weights_quie
     messages = [text for _, text in trainer_records.messages]
     assert not [m for m in messages if "missing keys" in m], messages
     assert any("lm_head.weight is tied to model.embed_tokens.weight" in m for m in messages), messages
+    # metrics.jsonl holds the one run: each step once, in order, though steps after the checkpoint were logged
+    # before the interrupt too (issue 40)
+    records = [json.loads(line) for line in (output_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [record["step"] for record in records if "loss" in record]  # the step's own line, not the run's summary
+    assert steps == list(range(1, step + 2)), steps
 
 
 def test_only_tied_keys_are_explained(tiny_model, tmp_path, trainer_records):

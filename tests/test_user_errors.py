@@ -52,6 +52,7 @@ def cli_error(capsys, monkeypatch, recipe, argv: list[str], main=must_not_run) -
         (["--sampler", "weighted"], "sampler must be one of"),
         (["--rewards", "{name: math_accuracy"], "--rewards: '{name: math_accuracy' is not YAML/JSON"),
         (["--no_such_option", "1"], "unknown option(s) on the command line: --no_such_option 1"),
+        (["--max_steps", "0"], "max_steps 0 trains nothing"),  # issue 40: it trained a step at rate 0
     ],
 )
 def test_config_mistakes_are_one_line_before_the_model_loads(argv, expected, capsys, monkeypatch, tmp_path):

@@ -141,6 +141,11 @@ def validate_config(*configs) -> None:
                 raise ConfigError(f"{item.name} must be > 0, got {value}; fix --{item.name}")
             if item.name in NON_NEGATIVE and isinstance(value, int | float) and value < 0:
                 raise ConfigError(f"{item.name} must be >= 0, got {value}; fix --{item.name}")
+            if item.name == "max_steps" and value == 0:  # the Trainer would run one step at learning rate 0
+                raise ConfigError(
+                    "max_steps 0 trains nothing; give --max_steps a positive number of steps, or -1 to train "
+                    "for num_train_epochs"
+                )
         output_dir = getattr(config, "output_dir", None)
         if output_dir and Path(output_dir).exists() and not Path(output_dir).is_dir():
             raise ConfigError(f"output_dir {output_dir!r} is a file, not a folder; give --output_dir a folder path")

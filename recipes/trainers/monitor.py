@@ -68,6 +68,22 @@ class RLVRMonitor(TrainerCallback):
             self._warned.add(kind)
             logger.warning("step %d: %s", step, message)
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        """metrics.jsonl holds one run (issue 40). A resumed run (the Trainer has loaded the checkpoint's state:
+        `global_step` > 0) keeps the lines up to the checkpoint's step and drops those logged after it, which
+        it is about to log again; a run that starts afresh moves an earlier run's file aside."""
+        if not state.is_world_process_zero or not self.path.is_file():
+            return
+        if state.global_step > 0:
+            kept = [line for line in self.path.read_text().splitlines() if _step_of(line) <= state.global_step]
+            replacement = self.path.with_name(self.path.name + ".part")
+            replacement.write_text("".join(line + "\n" for line in kept))
+            replacement.replace(self.path)
+            return
+        aside = self.path.with_name(f"metrics.previous-{self.path.stat().st_mtime_ns}.jsonl")
+        self.path.replace(aside)
+        logger.info("%s is an earlier run's: moved aside to %s", self.path, aside.name)
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not logs:
             return
@@ -166,3 +182,11 @@ def fitted_change(xs: list[float], ys: list[float]) -> float:
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
+
+
+def _step_of(line: str) -> float:
+    """The step of one metrics.jsonl line; a line that cannot be read counts as past any step (it is dropped)."""
+    try:
+        return float(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return math.inf
