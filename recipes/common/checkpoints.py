@@ -2,11 +2,15 @@
 
 `resume_from_checkpoint true` (or `last`) continues from the newest checkpoint in output_dir, and starts
 afresh, saying so, when there is none yet: the same command then serves the first launch and every
-relaunch of a preemptible job. A checkpoint cut short while being written is skipped. A path is taken as given (recipes.common.checks has checked it exists).
+relaunch of a preemptible job. A checkpoint cut short while being written is skipped, and so is one whose
+weight or state files are damaged (a file cut short by a full disk or an interrupted copy: `damage`), the
+warning naming the file; the one before it is taken. A path is taken as given, once recipes.common.checks
+has checked that it exists and is not damaged.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -25,7 +29,66 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
     newest, cut_short = newest_checkpoint(output_dir, depth=1)
     if cut_short is not None:
         logger.warning("%s was cut short while being written (no %s): not resumed from", cut_short, TRAINER_STATE)
-    return None if newest is None else str(newest)
+    if newest is None:
+        return None
+    for checkpoint in complete_checkpoints(output_dir, up_to=newest):  # newest first
+        problem = damage(checkpoint)
+        if problem is None:
+            return str(checkpoint)
+        logger.warning("%s is damaged (%s): not resumed from; trying the checkpoint before it", checkpoint, problem)
+    return None
+
+
+def complete_checkpoints(output_dir: str | Path, up_to: Path | None = None) -> list[Path]:
+    """The complete `checkpoint-N` folders directly in `output_dir`, newest first (those after `up_to` left out)."""
+    found = []
+    for folder in Path(output_dir).glob("checkpoint-*"):
+        number = folder.name.rpartition("-")[2]
+        if number.isdigit() and (folder / TRAINER_STATE).is_file():
+            found.append((int(number), folder))
+    limit = int(up_to.name.rpartition("-")[2]) if up_to is not None else None
+    return [folder for number, folder in sorted(found, reverse=True) if limit is None or number <= limit]
+
+
+def damage(checkpoint: str | Path) -> str | None:
+    """What is wrong with a checkpoint's weight and state files, in words, or None when each reads to its end.
+
+    Why: a `model.safetensors` cut short made the resume end in a safetensors traceback that named neither the
+    file nor a checkpoint that would load. Read here: each safetensors file's header and the length its
+    tensors need (no tensor is loaded), and the zip directory at the end of each torch file (optimizer.pt,
+    rng states, pytorch_model.bin), which a file cut short has lost."""
+    import zipfile
+
+    folder = Path(checkpoint)
+    for path in sorted(folder.glob("*.safetensors")):
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(8)
+            length = int.from_bytes(head, "little") if len(head) == 8 else None
+            if length is None or 8 + length > size:
+                return f"{path.name} is cut short: {size} bytes, not even its header"
+            try:
+                header = json.loads(handle.read(length))
+                needed = (
+                    8
+                    + length
+                    + max(
+                        (entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0
+                    )
+                )
+            except (ValueError, KeyError, TypeError, IndexError):
+                return f"{path.name} has an unreadable header"
+        if size < needed:
+            return f"{path.name} is cut short: {size} of its {needed} bytes"
+    for path in sorted([*folder.glob("*.pt"), *folder.glob("*.pth"), *folder.glob("*.bin")]):
+        with path.open("rb") as handle:
+            if handle.read(2) != b"PK":
+                continue  # not a zip: an older torch format, not checked
+        try:
+            zipfile.ZipFile(path).close()
+        except (zipfile.BadZipFile, OSError) as error:
+            return f"{path.name} cannot be read ({error}): it was cut short"
+    return None
 
 
 def resume_point(training_args, output_dir: str, model=None) -> str | None:
@@ -53,12 +116,8 @@ def resume_point(training_args, output_dir: str, model=None) -> str | None:
 
 def complete_checkpoint_at_or_before(output_dir: str | Path, step: int) -> str | None:
     """The highest complete `checkpoint-N` in `output_dir` with N <= `step` (written to the end), or None."""
-    found = []
-    for folder in Path(output_dir).glob("checkpoint-*"):
-        number = folder.name.rpartition("-")[2]
-        if number.isdigit() and int(number) <= step and (folder / TRAINER_STATE).is_file():
-            found.append((int(number), folder))
-    return str(max(found)[1]) if found else None
+    earlier = [folder for folder in complete_checkpoints(output_dir) if int(folder.name.rpartition("-")[2]) <= step]
+    return str(earlier[0]) if earlier else None
 
 
 def restore_before_divergence(trainer, output_dir: str | Path, hacking: dict) -> str | None:

@@ -156,6 +156,7 @@ def validate_config(*configs) -> None:
                     f"resume_from_checkpoint {resume!r} does not exist; give a checkpoint-* folder, or 'true' for "
                     "the newest one in output_dir"
                 )
+            _check_not_damaged(resume)
     for config in configs:  # a check that reads two of the dataclasses (grpo.py: the rewards and variance_rewards)
         check_with = getattr(config, "check_with", None)
         if callable(check_with):
@@ -172,3 +173,20 @@ def require_single_process(recipe: str) -> None:
             "sampling_backend: vllm to use several GPUs. For a large SFT, train on its dataset.jsonl with "
             "`accelerate launch recipes/sft.py --dataset_name <output_dir>/.../dataset.jsonl`."
         )
+
+
+def _check_not_damaged(checkpoint: str) -> None:
+    """One line naming the damaged file and the newest checkpoint before it that reads to its end."""
+    from recipes.common.checkpoints import complete_checkpoints, damage
+
+    problem = damage(checkpoint)
+    if problem is None:
+        return
+    path = Path(checkpoint)
+    earlier = [c for c in complete_checkpoints(path.parent, up_to=path) if c != path and damage(c) is None]
+    fix = (
+        f"resume from {earlier[0]} (--resume_from_checkpoint {earlier[0]}, or true, which skips damaged ones)"
+        if earlier
+        else "no earlier checkpoint of this run reads to its end: start afresh (leave out --resume_from_checkpoint)"
+    )
+    raise ConfigError(f"resume_from_checkpoint {checkpoint!r} is damaged: {problem}; {fix}")
