@@ -246,15 +246,18 @@ def _build_one(index: int, spec, field: str) -> tuple[RewardFn, float]:
 
 
 def build_rewards(specs: list[dict], field: str = "rewards") -> tuple[list[RewardFn], list[float]]:
-    """Reward functions and weights from a YAML list of `{name, weight, **params}` entries.
+    """Reward functions and weights from a YAML list of `{name, weight, **params}` entries, each guarded
+    (rewards.guard: a reward that raises or returns what is not a score is named in one line, not a traceback).
 
     A mistake is a RewardConfigError naming the entry (`rewards[1] (overlong): ...`); `field` is the option
     the list came from.
     """
     if not isinstance(specs, list | tuple):
         raise RewardConfigError(f"{field} must be a list of {{name, weight, ...}} mappings, got {specs!r}")
+    from rewards.guard import guarded
+
     built = [_build_one(index, spec, field) for index, spec in enumerate(specs)]
-    return [function for function, _ in built], [weight for _, weight in built]
+    return [guarded(function) for function, _ in built], [weight for _, weight in built]
 
 
 def check_reward_specs(specs: list, field: str = "rewards") -> None:

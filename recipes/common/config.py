@@ -299,10 +299,12 @@ def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
     value, and the recipe's own `user_errors`. Anything else is a bug and keeps its traceback.
     """
     from recipes.common.model import ModelNotFoundError
+    from rewards.guard import RewardFailedError
     from rewards.registry import RewardConfigError
     from tasks.schema import DatasetNotFoundError, SchemaError
 
-    known = (ModelNotFoundError, DatasetNotFoundError, SchemaError, ConfigError, RewardConfigError, *user_errors)
+    known = (ModelNotFoundError, DatasetNotFoundError, SchemaError, ConfigError, RewardConfigError, RewardFailedError)
+    known = (*known, *user_errors)
     try:
         return main(*parsed_args)
     except known as error:

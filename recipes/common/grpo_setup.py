@@ -110,6 +110,7 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         gold_rewards=[function.__name__ for function in gold_functions],
         hacking_margin=script_args.monitor_hacking_margin,
         stop_on_hacking=script_args.stop_on_reward_hacking,
+        reward_functions=reward_functions,
     )
     trainer = RLVRGRPOTrainer(
         model=load_model(model_path, model_args, training_args),

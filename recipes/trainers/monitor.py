@@ -10,6 +10,8 @@ has stopped learning.
 * constant accuracy: the accuracy reward (the verifier) has not varied for `patience` consecutive logs,
   whatever the other rewards do. A length or format reward keeps the loss moving, so nothing else looks
   wrong, but the policy is then trained on length or format alone (a model that never boxes its answer);
+* slow rewards: the rewards took more than half of a step (`timing_s/rewards` of `timing_s/step`), with the
+  slowest reward's last call;
 * reward hacking: with gold rewards (rule rewards computed on the same completions, left out of the loss:
   `gold/<name>` beside the training reward `proxy/reward`), the training reward rose while a gold reward
   fell over the last `patience` + 1 logs. Both changes are read from least-squares lines through the window,
@@ -36,6 +38,8 @@ from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
 
+SLOW_REWARDS_SHARE = 0.5  # a warning when the rewards take more of a step than this
+
 
 class RLVRMonitor(TrainerCallback):
     def __init__(
@@ -47,8 +51,10 @@ class RLVRMonitor(TrainerCallback):
         gold_rewards: list[str] | tuple = (),
         hacking_margin: float = 0.05,
         stop_on_hacking: bool = False,
+        reward_functions: list | tuple = (),
     ):
         self.path = Path(output_dir) / "metrics.jsonl"
+        self.reward_functions = list(reward_functions)  # guarded (rewards.guard): each keeps its last call's time
         self.std_threshold = std_threshold
         self.patience = patience
         self.accuracy_rewards = list(accuracy_rewards)
@@ -122,6 +128,18 @@ class RLVRMonitor(TrainerCallback):
                     "the verifier reads (a cold start that teaches the format, a longer max_completion_length) and "
                     "the answer column.",
                 )
+        rewards_s, step_s = logs.get("timing_s/rewards"), logs.get("timing_s/step")
+        if _is_number(rewards_s) and _is_number(step_s) and step_s > 0 and rewards_s > SLOW_REWARDS_SHARE * step_s:
+            calls = {getattr(f, "__name__", "?"): getattr(f, "last_call_s", 0.0) for f in self.reward_functions}
+            slowest = max(calls, key=calls.get) if calls else None
+            self._warn(
+                "slow_rewards",
+                step,
+                f"the rewards took {rewards_s:.1f} of the step's {step_s:.1f} s ({rewards_s / step_s:.0%})"
+                + (f"; the slowest, {slowest}, took {calls[slowest]:.1f} s on its last call" if slowest else "")
+                + ". A reward that waits (a model, a server, a sandbox) holds every step: batch it, cache it, or "
+                "give it more workers.",
+            )
         reward_stds = {key: value for key, value in logs.items() if key.startswith("rewards/") and key.endswith("/std")}
         if reward_stds and all(value is not None and value == 0 for value in reward_stds.values()):
             self._warn(
