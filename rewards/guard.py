@@ -48,6 +48,18 @@ def _shown(value) -> str:
     return (text if len(text) <= 80 else text[:77] + "...") + f" (a {type(value).__name__})"
 
 
+def _number(score) -> float | None:
+    """A score as a float: any real number, and what converts itself (numpy scalars, a one-element tensor)."""
+    if isinstance(score, numbers.Real):
+        return float(score)
+    if isinstance(score, str | bytes) or not hasattr(score, "__float__"):
+        return None
+    try:
+        return float(score)
+    except (TypeError, ValueError):  # a tensor of more than one element
+        return None
+
+
 def check_scores(name: str, scores, count: int, columns: dict) -> tuple[list, str | None]:
     """`scores` as TRL needs them (a float or None per completion), and the first problem found, in words."""
     if isinstance(scores, str | bytes | dict) or not hasattr(scores, "__len__") or not hasattr(scores, "__iter__"):
@@ -57,10 +69,11 @@ def check_scores(name: str, scores, count: int, columns: dict) -> tuple[list, st
         return [None] * count, f"reward {name} returned {len(scores)} scores for {count} completions"
     checked, problem = [], None
     for index, score in enumerate(scores):
+        value = _number(score)
         if score is None:
             checked.append(None)
-        elif isinstance(score, numbers.Real) and math.isfinite(float(score)):
-            checked.append(float(score))
+        elif value is not None and math.isfinite(value):
+            checked.append(value)
         else:
             checked.append(None)
             problem = problem or (

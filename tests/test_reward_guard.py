@@ -43,8 +43,13 @@ def test_what_is_not_a_score_is_named_with_its_row(returned, expected):
 
 
 def test_scores_of_other_numeric_types_pass_as_floats():
-    scores, problem = check_scores("mine", (True, 2, None, 0.25), 4, {})
-    assert problem is None and scores == [1.0, 2.0, None, 0.25]
+    import numpy
+    import torch
+
+    scores, problem = check_scores("mine", (True, 2, None, 0.25, numpy.float32(0.5), torch.tensor(3.0)), 6, {})
+    assert problem is None and scores == [1.0, 2.0, None, 0.25, 0.5, 3.0]
+    _, problem = check_scores("mine", [torch.ones(2)], 1, {})
+    assert "returned tensor" in problem
 
 
 def test_the_first_batch_is_the_check_and_later_failures_score_none(caplog):
