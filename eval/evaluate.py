@@ -78,6 +78,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--answer-field", default="answer", help="column holding the gold answer (same)")
     parser.add_argument(
+        "--verifier",
+        default=None,
+        help="verifier of rows that name none: math, code, or an accuracy reward, your own included "
+        "('path/to/file.py:name', as in a recipe's rewards list)",
+    )
+    parser.add_argument(
         "--field-map",
         default=None,
         help="schema field -> column as YAML/JSON, e.g. '{answer: final_answer, id: uid, difficulty: level}'",
@@ -299,6 +305,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
             question_field=args.question_field,
             answer_field=args.answer_field,
             field_map=args.field_map,
+            verifier=args.verifier,
         )
         datasets[dataset_slug(name)] = [
             {**row, "prompt": budget.with_thinking_switch(row["prompt"], args.thinking_mode)} for row in rows

@@ -13,7 +13,8 @@ parameters and returns such a function, so a recipe's YAML can say
 and `build_rewards` returns the functions and weights for TRL's GRPOTrainer. A reward module registers its
 factories with `@register(name)`, and `@register(name, accuracy=True)` for a verifier's verdict; the registry
 finds the modules itself (every module of this package but the sandbox and the math-verify worker), so a new
-reward is one decorated factory in a module under rewards/, with no list to edit. An unknown name or
+reward is one decorated factory in a module under rewards/, with no list to edit; a reward of the user's,
+outside the repository, is named `path/to/file.py:name` or `package.module:name` (rewards/external.py). An unknown name or
 parameter is an error that lists what exists and suggests the nearest spelling; `check_reward_specs`
 runs the same checks (and the parameters' types) as the config is parsed, so that a mistake in the list is
 one line naming the entry before any model loads.
@@ -30,6 +31,9 @@ import types
 import typing
 from collections.abc import Callable
 
+from rewards import external
+from rewards.external import is_reference, resolve
+
 RewardFn = Callable[..., list]
 
 _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
@@ -37,6 +41,8 @@ _FACTORIES: dict[str, Callable[..., RewardFn]] = {}
 # (length, format) or controls. A group's variance for DAPO's dynamic sampling, the curriculum's pass rates and
 # the monitor's "accuracy never changes" warning are read from these.
 _ACCURACY: set[str] = set()
+# Rewards from outside the repository, by their reference (`path/to/file.py:name`): (factory, accuracy).
+_EXTERNAL: dict[str, tuple[Callable[..., RewardFn], bool]] = {}
 
 # Where the built-in rewards are found: every module of this package, imported on first lookup (so that
 # importing one reward module does not import them all), except these and what is under them. The sandbox
@@ -53,10 +59,20 @@ def accuracy_rewards() -> tuple[str, ...]:
 
 
 def accuracy_reward_names(specs: list) -> list[str]:
-    """The accuracy rewards among a YAML list of reward specs, in order."""
-    accuracy = accuracy_rewards()
+    """The accuracy rewards among a YAML list of reward specs, in order (as TRL logs them: a reference's name)."""
     names = [spec if isinstance(spec, str) else spec.get("name") for spec in specs]
-    return [name for name in names if name in accuracy]
+    return [name.rpartition(":")[2] for name in names if is_accuracy_reward(name)]
+
+
+def is_accuracy_reward(name) -> bool:
+    """Is `name` a registered accuracy reward, or a reference to one outside the repository (imported here)?"""
+    if not isinstance(name, str):
+        return False
+    try:
+        _lookup(name)
+    except UnknownRewardError:
+        return False
+    return name in _ACCURACY or (name in _EXTERNAL and _EXTERNAL[name][1])
 
 
 class RewardConfigError(ValueError):
@@ -78,6 +94,9 @@ def register(name: str, accuracy: bool = False):
     accuracy reward (a verifier's verdict), which dynamic sampling, the curriculum and the monitor read."""
 
     def decorator(factory):
+        if external.capturing is not None:  # a module of the user's being imported: its rewards stay its own
+            external.capturing[name] = (factory, accuracy)
+            return factory
         if name in _FACTORIES and _FACTORIES[name] is not factory:
             raise ValueError(f"a reward named {name!r} is already registered")
         _FACTORIES[name] = factory
@@ -140,6 +159,13 @@ def reward_parameters(name: str) -> dict[str, object]:
 
 def _lookup(name: str):
     _load_builtins()
+    if name not in _FACTORIES and is_reference(name):  # path/to/file.py:name or package.module:name
+        if name not in _EXTERNAL:
+            try:
+                _EXTERNAL[name] = resolve(name)
+            except LookupError as error:
+                raise UnknownRewardError(f"reward {name!r}: {error}") from None
+        return _EXTERNAL[name][0]
     if name not in _FACTORIES:
         raise UnknownRewardError(
             f"unknown reward {name!r}{_did_you_mean(str(name), _FACTORIES)}available: {', '.join(sorted(_FACTORIES))}"
@@ -158,7 +184,7 @@ def get_reward(name: str, **params) -> RewardFn:
         names = repr(unknown[0]) if len(unknown) == 1 else str(unknown)
         raise UnknownRewardError(f"reward {name!r} has no parameter {names}{hint}its parameters: {listing}")
     function = factory(**_checked_types(factory, params))
-    function.__name__ = name  # TRL logs each reward under its function's name
+    function.__name__ = name.rpartition(":")[2]  # TRL logs each reward under its function's name
     return function
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from rewards.verdicts import REQUIRE_NUMBER, VERIFIERS, choice_of, is_choice
+from rewards.verdicts import REQUIRE_NUMBER, choice_of, is_choice, verifier_problem
 
 ON_ERROR = ("raise", "drop")
 # Schema fields a field map may name, besides the question ('problem', alias 'question') and 'answer'.
@@ -63,7 +63,10 @@ class DataArguments:
     )
     verifier: str | None = field(
         default=None,
-        metadata={"help": "Verifier of rows without a 'verifier' column: 'math' or 'code' (default: code if tests)."},
+        metadata={
+            "help": "Verifier of rows without a 'verifier' column: 'math', 'code' (default: code if tests), or an "
+            "accuracy reward, your own included ('path/to/file.py:name')."
+        },
     )
     require_number: bool | None = field(default=None, metadata={"help": _REQUIRE_NUMBER_HELP})
     on_error: str = field(
@@ -81,8 +84,8 @@ class DataArguments:
             if not is_choice(self.require_number):
                 raise ValueError(f"require_number must be true, false or unset, got {self.require_number!r}")
             self.require_number = choice_of(self.require_number)
-        if self.verifier is not None and self.verifier not in VERIFIERS:
-            raise ValueError(f"verifier must be one of {VERIFIERS} or unset, got {self.verifier!r}")
+        if self.verifier is not None and (problem := verifier_problem(self.verifier)):
+            raise ValueError(f"verifier {problem}")
         if self.user_template is not None and "{problem}" not in self.user_template:
             raise ValueError(f"user_template must contain '{{problem}}', got {self.user_template!r}")
         if isinstance(self.field_map, str):

@@ -92,12 +92,14 @@ def load_eval_dataset(
     question_field: str = "problem",
     answer_field: str = "answer",
     field_map: dict | None = None,
+    verifier: str | None = None,
 ):
     """The rows of an evaluation set (a `datasets.Dataset` in the row schema).
 
     `num_rows` keeps the first rows of a real set, or sets the problems per level of `synthetic:`.
     `question_field`, `answer_field` and `field_map` name the columns of a set that is not in the registry
-    (a local file or another Hub set), as DataArguments does for the recipes.
+    (a local file or another Hub set), as DataArguments does for the recipes; `verifier` scores the rows that
+    name none (math, code, or an accuracy reward: a user's own as 'path/to/file.py:name').
     `user_template=None` (SET_DEFAULT) takes each row's default, the one the recipes write too (tasks/schema.py:
     math rows ask for a boxed answer, code rows and the generated tasks keep the question alone; for a whole set,
     `default_user_template`); the plain `{problem}` default keeps the bare question (data_filters compare
@@ -118,7 +120,7 @@ def load_eval_dataset(
     spec = REGISTRY.get(name)
     if spec is None:
         columns = {"question_field": question_field, "answer_field": answer_field, "field_map": field_map}
-        args = DataArguments(dataset_name=name, dataset_num_rows=num_rows, **columns, **prompts)
+        args = DataArguments(dataset_name=name, dataset_num_rows=num_rows, verifier=verifier, **columns, **prompts)
         try:
             return load_rows(args, split="test")
         except DatasetNotFoundError as error:
@@ -128,7 +130,7 @@ def load_eval_dataset(
             ) from error
     columns = {"question_field": spec.question_field, "answer_field": spec.answer_field}
     source = {"dataset_name": spec.hub_id, "dataset_config": spec.config, "dataset_split": spec.split}
-    args = DataArguments(**source, dataset_num_rows=num_rows, **columns, **prompts)
+    args = DataArguments(**source, dataset_num_rows=num_rows, verifier=verifier, **columns, **prompts)
     rows = load_rows(args)
     if spec.answer_format == "gsm8k":
         rows = rows.map(lambda row: {"answer": gsm8k_final_answer(row["answer"])}, desc="gsm8k answers")

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rewards.verdicts import DEFAULT_VERIFIER, REQUIRE_NUMBER, VERIFIERS, is_choice
+from rewards.verdicts import DEFAULT_VERIFIER, REQUIRE_NUMBER, is_choice, verifier_problem
 from tasks import synthetic
 from tasks.data_arguments import MAPPABLE_FIELDS, ON_ERROR, DataArguments  # noqa: F401 (re-exported: the recipes' import)
 from tasks.hub import hub_problem
@@ -201,11 +201,9 @@ def _check_columns(
 
 def _row_problem(out: dict, row: dict, verifier: str, answer_column: str) -> tuple[str, str] | None:
     """(field, what is wrong and how to fix it) for a converted row that breaks the schema; None when it is fine."""
-    if verifier not in VERIFIERS:
-        return (
-            "verifier",
-            f"is {verifier!r}, not a known verifier ({', '.join(VERIFIERS)}); set the verifier column or option",
-        )
+    problem = verifier_problem(verifier)
+    if problem:
+        return "verifier", f"{problem}; set the verifier column or option"
     if verifier == "math":
         answer = out.get("answer", row.get("answer"))
         if answer is None or not str(answer).strip():
@@ -213,6 +211,8 @@ def _row_problem(out: dict, row: dict, verifier: str, answer_column: str) -> tup
         choice = out.get(REQUIRE_NUMBER, row.get(REQUIRE_NUMBER))
         if not is_choice(choice):
             return REQUIRE_NUMBER, f"is {choice!r}; it takes true or false (empty: false)"
+        return None
+    if verifier != "code":  # an accuracy reward of the user's: it says itself which rows it cannot score
         return None
     tests = out.get("tests", row.get("tests"))
     if tests is None or (isinstance(tests, str) and not tests.strip()):
