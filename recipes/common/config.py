@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.common.checks import ConfigError, check_launch, validate_config
+from recipes.common.config_defaults import checkpointing_by_its_new_name, device_defaults
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -204,7 +205,9 @@ def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: 
     `default_config` is a path relative to recipes/configs/ (or absolute). What this adds to TrlParser: nested
     options (`--rewards`, `--curriculum`, `--on_policy` ...) are YAML/JSON on the command line and a mapping is
     merged into the YAML's, not put in its place; negative numbers are values, not flags; a multi-process
-    launch without a GPU trains with gloo (recipes.common.checks.check_launch); and the whole config,
+    launch without a GPU trains with gloo (recipes.common.checks.check_launch); on a machine without a GPU a
+config that leaves bf16 and activation recomputation unset gets them off (recipes.common.config_defaults),
+not TRL's GPU defaults; and the whole config,
     TRL's fields included, is checked before anything loads (`ConfigError`, a ValueError, on a mistake).
     """
     import yaml
@@ -239,7 +242,8 @@ def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: 
     for name, value in nested.items():
         old = config.get(name)
         config[name] = merge_mappings(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
-    argv = _checkpointing_by_its_new_name(config, argv, dataclass_types)
+    device_defaults(config, argv, dataclass_types)
+    argv = checkpointing_by_its_new_name(config, argv, dataclass_types)
     parser = _one_line_parser(dataclass_types)
     unknown = parser.set_defaults_with_config(**config)[::2]
     known = _option_names(parser)
@@ -251,45 +255,6 @@ def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: 
         raise ConfigError(_unknown_flags_message(remaining, known))
     validate_config(*parsed)
     return tuple(parsed)
-
-
-_CHECKPOINTING_RENAMES = (
-    ("gradient_checkpointing", "activation_checkpointing"),
-    ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
-)
-
-
-def _checkpointing_by_its_new_name(config: dict, argv: list[str], dataclass_types: tuple) -> list[str]:
-    """Activation recomputation under transformers 5's name, whichever name the YAML or the flags use.
-
-    transformers 5 renamed `gradient_checkpointing*` to `activation_checkpointing*` and warns ("is deprecated")
-    whenever the old name is set and the new one is not, which TRL's configs always do: they default
-    `gradient_checkpointing` to True. Our YAMLs keep the old name (what TRL's documentation and every recipe in
-    the field write), so it is moved to the new one here, and the trainer config's own default is given under
-    the new name when neither is set. Nothing changes where the installed transformers has no new name.
-    """
-    import dataclasses
-
-    training = next(
-        (kind for kind in dataclass_types if "activation_checkpointing" in {f.name for f in dataclasses.fields(kind)}),
-        None,
-    )
-    if training is None:
-        return argv
-    for old, new in _CHECKPOINTING_RENAMES:
-        if old in config:
-            config.setdefault(new, config.pop(old))
-        argv = [
-            f"--{new}{token[len(old) + 2 :]}" if token == f"--{old}" or token.startswith(f"--{old}=") else token
-            for token in argv
-        ]
-    given = "activation_checkpointing" in config or any(
-        token == "--activation_checkpointing" or token.startswith("--activation_checkpointing=") for token in argv
-    )
-    if not given:
-        default = {f.name: f.default for f in dataclasses.fields(training)}.get("gradient_checkpointing")
-        config["activation_checkpointing"] = bool(default) if default is not None else False
-    return argv
 
 
 def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
