@@ -110,6 +110,7 @@ def make_parser() -> RecipeParser:
         (DistillScriptArguments, SFTConfig, ModelConfig),
         DEFAULT_CONFIG,
         user_errors=(ChatTemplateError, TokenizerMismatchError),
+        description=__doc__,
     )
 
 

@@ -78,7 +78,7 @@ def make_parser() -> RecipeParser:
 
     from recipes.trainers.grpo import RLVRGRPOConfig  # trl.GRPOConfig with the trainer's own options
 
-    return RecipeParser((GRPOScriptArguments, RLVRGRPOConfig, ModelConfig), DEFAULT_CONFIG)
+    return RecipeParser((GRPOScriptArguments, RLVRGRPOConfig, ModelConfig), DEFAULT_CONFIG, description=__doc__)
 
 
 def cli(argv: list[str] | None = None) -> Path:

@@ -130,7 +130,10 @@ def make_parser() -> RecipeParser:
     from trl import ModelConfig, SFTConfig
 
     return RecipeParser(
-        (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,)
+        (RejectionSamplingArguments, SFTConfig, ModelConfig),
+        DEFAULT_CONFIG,
+        user_errors=(ChatTemplateError,),
+        description=__doc__,
     )
 
 

@@ -125,7 +125,12 @@ def make_parser() -> RecipeParser:
     """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, RewardConfig
 
-    return RecipeParser((RewardModelArguments, RewardConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(NoPairsError,))
+    return RecipeParser(
+        (RewardModelArguments, RewardConfig, ModelConfig),
+        DEFAULT_CONFIG,
+        user_errors=(NoPairsError,),
+        description=__doc__,
+    )
 
 
 def cli(argv: list[str] | None = None) -> Path:

@@ -70,7 +70,12 @@ def make_parser() -> RecipeParser:
     """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
-    return RecipeParser((SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, user_errors=(ChatTemplateError,))
+    return RecipeParser(
+        (SFTScriptArguments, SFTConfig, ModelConfig),
+        DEFAULT_CONFIG,
+        user_errors=(ChatTemplateError,),
+        description=__doc__,
+    )
 
 
 def cli(argv: list[str] | None = None) -> Path:

@@ -155,7 +155,7 @@ def _join_negative_numbers(argv: list[str]) -> list[str]:
     return out
 
 
-def _one_line_parser(dataclass_types: tuple):
+def _one_line_parser(dataclass_types: tuple, description: str | None = None, default_config=None):
     """TrlParser whose usage errors are one ConfigError line instead of 200 lines of usage.
 
     No abbreviations: argparse would take `--max_step 2` for `--max_steps` silently, and a prefix that is
@@ -167,7 +167,12 @@ def _one_line_parser(dataclass_types: tuple):
         def error(self, message: str):
             raise ConfigError(f"{message} (see --help)")
 
-    return Parser(dataclass_types, allow_abbrev=False)
+    parser = Parser(dataclass_types, allow_abbrev=False)
+    if default_config is not None:  # the recipes' command lines: --help as recipes/common/help.py says
+        from recipes.common.help import organise
+
+        organise(parser, dataclass_types, description, default_config)
+    return parser
 
 
 def _option_names(parser) -> list[str]:
@@ -199,24 +204,27 @@ def _closest(word: str, known: list[str]) -> list[str]:
     return [match] if match else []
 
 
-def parse_recipe_args(dataclass_types: tuple, default_config: str | Path, argv: list[str] | None = None) -> tuple:
+def parse_recipe_args(
+    dataclass_types: tuple, default_config: str | Path, argv: list[str] | None = None, description: str | None = None
+) -> tuple:
     """Parse the recipe's dataclasses from `argv`, reading `default_config` when no `--config` is given.
 
-    `default_config` is a path relative to recipes/configs/ (or absolute). What this adds to TrlParser: nested
-    options (`--rewards`, `--curriculum`, `--on_policy` ...) are YAML/JSON on the command line and a mapping is
-    merged into the YAML's, not put in its place; negative numbers are values, not flags; a multi-process
-    launch without a GPU trains with gloo (recipes.common.checks.check_launch); on a machine without a GPU a
-config that leaves bf16 and activation recomputation unset gets them off (recipes.common.config_defaults),
-not TRL's GPU defaults; and the whole config,
-    TRL's fields included, is checked before anything loads (`ConfigError`, a ValueError, on a mistake).
+        `default_config` is a path relative to recipes/configs/ (or absolute). What this adds to TrlParser: nested
+        options (`--rewards`, `--curriculum`, `--on_policy` ...) are YAML/JSON on the command line and a mapping is
+        merged into the YAML's, not put in its place; negative numbers are values, not flags; a multi-process
+        launch without a GPU trains with gloo (recipes.common.checks.check_launch); on a machine without a GPU a
+    config that leaves bf16 and activation recomputation unset gets them off (recipes.common.config_defaults),
+    not TRL's GPU defaults; and the whole config,
+        TRL's fields included, is checked before anything loads (`ConfigError`, a ValueError, on a mistake).
     """
     import yaml
 
     argv = _join_negative_numbers(list(sys.argv[1:] if argv is None else argv))
     argv = check_launch(argv)
+    default = Path(default_config)
+    embedded = default if default.is_absolute() else CONFIG_DIR / default
     if "--config" not in argv:
-        default = Path(default_config)
-        config_path = default if default.is_absolute() else CONFIG_DIR / default
+        config_path = embedded
         if not {"-h", "--help"} & set(argv):  # help shows the defaults; it runs nothing
             logger.info("no --config given: running the embedded default %s", config_path)
     else:
@@ -231,7 +239,9 @@ not TRL's GPU defaults; and the whole config,
                 f"config file {str(config_path)!r} not found; configs in this repo: {', '.join(available)}"
             )
     try:
-        config = yaml.safe_load(config_path.read_text()) or {}
+        # --help without --config shows the defaults a config of your own gets, not the embedded default's values
+        helping = bool({"-h", "--help"} & set(argv)) and config_path == embedded
+        config = {} if helping else yaml.safe_load(config_path.read_text()) or {}
     except yaml.YAMLError as error:
         raise ConfigError(f"{config_path}: not valid YAML ({str(error).splitlines()[0]})") from None
     if not isinstance(config, dict):
@@ -244,7 +254,7 @@ not TRL's GPU defaults; and the whole config,
         config[name] = merge_mappings(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
     device_defaults(config, argv, dataclass_types)
     argv = checkpointing_by_its_new_name(config, argv, dataclass_types)
-    parser = _one_line_parser(dataclass_types)
+    parser = _one_line_parser(dataclass_types, description, default_config)
     unknown = parser.set_defaults_with_config(**config)[::2]
     known = _option_names(parser)
     if unknown:
@@ -282,7 +292,12 @@ def _exit_with(error: Exception):
 
 
 def run_recipe_cli(
-    main, dataclass_types: tuple, default_config: str | Path, user_errors: tuple = (), argv: list[str] | None = None
+    main,
+    dataclass_types: tuple,
+    default_config: str | Path,
+    user_errors: tuple = (),
+    argv: list[str] | None = None,
+    description: str | None = None,
 ):
     """A recipe's command line: parse and check the config (one line, exit 2, on a mistake), then run.
 
@@ -295,7 +310,7 @@ def run_recipe_cli(
     setup_logging()
     quiet_library_noise()  # before anything loads or saves a model (the tiny base built on demand does both)
     try:
-        parsed = parse_recipe_args(dataclass_types, default_config, argv)
+        parsed = parse_recipe_args(dataclass_types, default_config, argv, description)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
         _exit_with(error)
     interrupted = False
@@ -329,9 +344,10 @@ class RecipeParser:
     dataclass_types: tuple
     default_config: str | Path
     user_errors: tuple = ()
+    description: str | None = None  # the recipe's docstring: the top of --help
 
     def parse_args(self, argv: list[str] | None = None) -> tuple:
-        return parse_recipe_args(self.dataclass_types, self.default_config, argv)
+        return parse_recipe_args(self.dataclass_types, self.default_config, argv, self.description)
 
     def run(self, main, argv: list[str] | None = None):
-        return run_recipe_cli(main, self.dataclass_types, self.default_config, self.user_errors, argv)
+        return run_recipe_cli(main, self.dataclass_types, self.default_config, self.user_errors, argv, self.description)

@@ -1,0 +1,105 @@
+"""What `--help` shows, and the option reference (docs/options.md) generated from the same source.
+
+At db84883 `grpo.py --help` was 1,533 lines: a usage block listing every option, then every option of TRL and
+transformers in one list, with no word on what the recipe does, no `--config`, and the embedded demo YAML's
+values shown as the defaults (which a config of the user's own does not get). Here the help starts with the
+recipe's own description and how to give a config; the options come in groups, this repository's first: the
+recipe's own dataclass, then what this repository adds to TRL's training config, then TRL's and
+transformers' options, then the model's; and the defaults are those a config of your own gets on this
+machine (recipes.common.config skips the embedded default for --help).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+FOREIGN = ("trl", "transformers")
+
+
+def _foreign(kind: type) -> bool:
+    return kind.__module__.split(".")[0] in FOREIGN
+
+
+def _fields(kind: type) -> list[dataclasses.Field]:
+    return [field for field in dataclasses.fields(kind) if field.init]
+
+
+def option_groups(dataclass_types: tuple) -> list[tuple[str, type, list[dataclasses.Field]]]:
+    """(title, dataclass, its fields) per group, this repository's options first."""
+    ours, foreign = [], []
+    for kind in dataclass_types:
+        if not _foreign(kind):
+            base = next(
+                (parent for parent in kind.__mro__[1:] if dataclasses.is_dataclass(parent) and _foreign(parent)), None
+            )
+            if base is None:
+                ours.append((f"this recipe's options ({kind.__name__})", kind, _fields(kind)))
+                continue
+            inherited = {field.name for field in dataclasses.fields(base)}
+            added = [field for field in _fields(kind) if field.name not in inherited]
+            ours.append(
+                (f"this repository's training options ({kind.__name__}, beside {base.__name__}'s)", kind, added)
+            )
+            kind_fields = [field for field in _fields(kind) if field.name in inherited]
+            foreign.append(
+                (
+                    f"TRL's and transformers' options ({base.__module__.split('.')[0]}.{base.__name__})",
+                    kind,
+                    kind_fields,
+                )
+            )
+            continue
+        label = "model options" if "Model" in kind.__name__ else "TRL's and transformers' options"
+        foreign.append((f"{label} ({kind.__module__.split('.')[0]}.{kind.__name__})", kind, _fields(kind)))
+    return ours + foreign
+
+
+def type_name(kind: type, field: dataclasses.Field) -> str:
+    try:
+        hint = typing.get_type_hints(kind).get(field.name, field.type)
+    except Exception:  # noqa: BLE001 - an annotation this Python cannot evaluate: as written
+        hint = field.type
+    text = hint.__name__ if isinstance(hint, type) else str(hint)
+    return text.replace("typing.", "").replace("NoneType", "None")
+
+
+def default_of(field: dataclasses.Field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return None
+
+
+def organise(parser, dataclass_types: tuple, description: str | None, default_config) -> None:
+    """Give `parser` (a TrlParser built from `dataclass_types`) its description, a `--config` entry and the
+    groups of `option_groups`, in that order."""
+    import argparse
+
+    summary = (description or "").strip()
+    parser.description = (
+        (summary + "\n\n" if summary else "")
+        + f"Options are YAML keys of a --config file or flags (a flag wins). With no --config the recipe runs its "
+        f"embedded default, recipes/configs/{default_config}, whose values are not the defaults below: these are "
+        "what a config of your own gets on this machine. Every option, with its type and default: docs/options.md."
+    )
+
+    class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+        """The description as written; each option's default after its help."""
+
+    parser.formatter_class = Formatter
+    parser.usage = "%(prog)s [--config FILE.yaml] [--OPTION VALUE ...]"
+    general = parser._optionals
+    general.add_argument(  # read and taken out of the arguments before they are parsed: listed here only
+        "--config",
+        metavar="FILE.yaml",
+        default=argparse.SUPPRESS,
+        help="a YAML file of these options (keys without dashes)",
+    )
+    for title, _, fields in option_groups(dataclass_types):
+        group = parser.add_argument_group(title)
+        names = {field.name for field in fields}
+        for action in [action for action in general._group_actions if action.dest in names]:
+            general._group_actions.remove(action)  # a boolean's --x and --no_x both
+            group._group_actions.append(action)
