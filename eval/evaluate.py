@@ -46,7 +46,10 @@ PROTOCOL_KEYS = (
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = FlagParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+        """The description as written; every option's default after its help (the sampling ones above all)."""
+
+    parser = FlagParser(description=__doc__, formatter_class=Formatter)
     parser.add_argument("--model", required=True, help="a local folder saved with save_pretrained, or a Hub id")
     parser.add_argument(
         "--dataset", action="append", required=True, help="registry name, synthetic:<levels> or path; repeatable"
@@ -55,10 +58,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--k", type=int, nargs="+", default=None, help="k values for pass@k and maj@k (default: powers of 2 up to n)"
     )
-    parser.add_argument("--temperature", type=float, default=0.6)
-    parser.add_argument("--top-p", type=float, default=0.95)
-    parser.add_argument("--top-k", type=int, default=None)
-    parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
+    parser.add_argument("--temperature", type=float, default=0.6, help="sampling temperature")
+    parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling: the smallest set of this mass")
+    parser.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest tokens (None: all)")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="tokens a completion may have at most"
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run of n samples per seed")
     parser.add_argument("--backend", choices=("auto", "transformers", "vllm"), default="auto")
     parser.add_argument("--output-dir", type=Path, required=True)

@@ -21,6 +21,7 @@ def problem_metrics(row: dict, by_seed: dict[int, list[dict]], ks: list[int]) ->
     result = {"id": row["id"], "answer": row.get("answer"), "difficulty": row.get("difficulty"), "seeds": {}}
     # A row the verifier cannot score (its gold does not parse, its tests are unreadable) counts nowhere.
     result["scored"] = any(sample["correct"] is not None for samples in by_seed.values() for sample in samples)
+    result["votes"] = verifier_of(row) == "math"  # maj@k needs answers to vote on: a math row's extracted ones
     per_k: dict[str, list[float]] = defaultdict(list)
     for seed, samples in sorted(by_seed.items()):
         n, c = len(samples), sum(bool(sample["correct"]) for sample in samples)
@@ -63,6 +64,7 @@ def summarize(per_problem: list[dict], ks: list[int], seeds: list[int]) -> dict:
         "problems": len(per_problem),
         "unscored_problems": unscored,
         "metrics": metrics,
+        "majority_vote": any(problem.get("votes", True) for problem in per_problem),  # else maj@k is not defined
         "mean_tokens": sum(p["mean_tokens"] for p in per_problem) / len(per_problem),
         "truncation_rate": sum(p["truncated"] for p in per_problem) / len(per_problem),
     }
@@ -138,8 +140,11 @@ def format_table(summaries: dict[str, dict], ks: list[int]) -> str:
             metric = summary["metrics"][f"pass@{k}"]
             low, high = metric["ci95"]
             cells.append(f"{metric['mean']:.3f} [{low:.3f}, {high:.3f}]")
+        vote = summary["metrics"][f"maj@{ks[-1]}"]
         cells += [
-            f"{summary['metrics'][f'maj@{ks[-1]}']['mean']:.3f}",
+            f"{vote['mean']:.3f} [{vote['ci95'][0]:.3f}, {vote['ci95'][1]:.3f}]"
+            if summary.get("majority_vote", True)
+            else "n/a (no answers to vote on)",
             f"{summary['mean_tokens']:.0f}",
             f"{summary['truncation_rate']:.1%}",
         ]
@@ -183,10 +188,30 @@ def outcome_label(sample: dict) -> str:
     if reason.startswith("verifier error"):
         return "verifier error"
     if _CODE_CASE.match(reason):  # the code verifier's "case 3: timeout (2 s)": the kind of failure only
-        reason = re.split(r" \(|: ", _CODE_CASE.sub("", reason), maxsplit=1)[0]
+        return code_outcome(_CODE_CASE.sub("", reason))
     if reason.startswith(_UNREAD_ANSWER) and sample.get("finish_reason") == "length":
         return f"{reason} {CUT}"
     return reason
+
+
+# The code judge's reasons for a failed case, and the one label each kind of failure gets.
+_CODE_OUTCOMES = (
+    (re.compile(r"^AssertionError\b|^wrong answer"), lambda m, reason: "wrong answer"),
+    (re.compile(r"^(?:CandidateFailed: )?the candidate raised (\w+)"), lambda m, reason: f"the solution raised {m[1]}"),
+    (re.compile(r"^(?:CandidateFailed: )?the solution raised (\w+)"), lambda m, reason: f"the solution raised {m[1]}"),
+    (re.compile(r"^(?:CandidateFailed: )?the program ended"), lambda m, reason: "the program ended early"),
+    (re.compile(r"^(timeout|memory|error)\b"), lambda m, reason: m[1] if m[1] != "error" else "the program failed"),
+)
+
+
+def code_outcome(reason: str) -> str:
+    """One label per kind of code failure, whichever way the judge worded it (a call that raised and a module
+    that raised as it loaded are both "the solution raised X"); anything else keeps its own first words."""
+    for pattern, label in _CODE_OUTCOMES:
+        match = pattern.match(reason)
+        if match:
+            return label(match, reason)
+    return re.split(r" \(|: ", reason, maxsplit=1)[0]
 
 
 def outcome_shares(samples: list[dict]) -> dict[str, float]:
