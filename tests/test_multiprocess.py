@@ -3,8 +3,8 @@ the tiny model, one or two steps, two prompts per process.
 
 * a launch that asks for two processes trains as two cooperating processes (one run card that says so, one
   "saved to"), also without `--use_cpu true` on a machine without a GPU;
-* a launch that asks for two but gets one (accelerate's `--num_processes 2` alone on a CPU) stops at once
-  with one line that says what to type;
+* a launch that asks for two but gets one (accelerate's `--num_processes 2` alone on a CPU) is started
+  again as two (or, where it cannot be, stops at once with one line that says what to type);
 * DeepSpeed ZeRO-2 and ZeRO-3 (recipes/accelerate/zero2.yaml, zero3.yaml) train and save a model that loads.
 """
 
@@ -32,10 +32,17 @@ pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="these launche
 
 
 def launch(
-    launcher: list[str], model, out, *extra: str, config: str = "demo/grpo.yaml", timeout: int = 600, site: str = ""
+    launcher: list[str],
+    model,
+    out,
+    *extra: str,
+    config: str = "demo/grpo.yaml",
+    timeout: int = 600,
+    site: str = "",
+    environment: dict | None = None,
 ):
     path = os.pathsep.join(filter(None, [site, str(REPO), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": path}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": path, **(environment or {})}
     env.pop("WORLD_SIZE", None)
     command = [sys.executable, "-m", "accelerate.commands.launch", *launcher, "--main_process_port", "0"]
     command += [str(REPO / "recipes" / "grpo.py"), "--config", str(CONFIG_DIR / config)]
@@ -56,10 +63,24 @@ def test_two_processes_without_use_cpu_train_together(tiny_model_dir, tmp_path):
     assert AutoModelForCausalLM.from_pretrained(out) is not None
 
 
-def test_a_launch_that_lost_its_processes_stops_at_once(tiny_model_dir, tmp_path):
-    """`accelerate launch --num_processes 2` on a CPU starts one process: it must refuse, not train alone."""
-    out = tmp_path / "lost"
+def test_a_plain_num_processes_launch_on_a_cpu_runs_as_that_many_processes(tiny_model_dir, tmp_path):
+    """`accelerate launch --num_processes 2` on a CPU starts one process; the recipe starts the run again as the two
+    meant (issue 40: before, the advice twice and accelerate's traceback), and says each thing once: no DDP
+    `find_unused_parameters` warning per process, the warm-up warning once."""
+    out = tmp_path / "plain"
     result = launch(["--num_processes", "2"], tiny_model_dir, out, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert json.loads((out / "run_card.json").read_text())["processes"] == 2
+    assert result.stderr.count("starting the run again as 2 processes") == 1
+    assert result.stderr.count("saved to") == 1 and "find_unused_parameters" not in result.stderr
+    assert result.stderr.count("never leaves warm-up") == 1, result.stderr[-4000:]
+    assert "Traceback" not in result.stderr
+
+
+def test_a_launch_that_lost_its_processes_and_cannot_start_again_stops_at_once(tiny_model_dir, tmp_path):
+    """Where the run cannot be started again (here: it already was once), one line says what to type."""
+    out = tmp_path / "lost"
+    result = launch(["--num_processes", "2"], tiny_model_dir, out, timeout=300, environment={"RLVR_RELAUNCHED": "1"})
     assert result.returncode != 0
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "multi_cpu.yaml" in errors[0], result.stderr[-3000:]

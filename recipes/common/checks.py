@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import math
 import os
+import sys
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
@@ -49,13 +50,62 @@ def launched_processes() -> tuple[int, bool]:
     return 1, True
 
 
-def check_launch(argv: list[str], gpu_available: bool | None = None) -> list[str]:
-    """`argv`, with `--use_cpu true` added when several processes run without a GPU; refuses a lost launch.
+RELAUNCHED = "RLVR_RELAUNCHED"  # set in a launch this module started again; it is not started a third time
+MULTI_CPU_CONFIG = Path(__file__).resolve().parents[1] / "accelerate" / "multi_cpu.yaml"
+
+
+def _launcher_processes() -> tuple[int | None, list[str]]:
+    """(the `--num_processes` of the `accelerate launch` that started this process, the launcher's own options
+    to keep), from its command line in /proc; (None, []) where that cannot be read."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            words = [word.decode(errors="replace") for word in handle.read().split(b"\0") if word]
+    except OSError:
+        return None, []
+    if not any(word == "launch" or word.endswith("launch.py") or word.endswith(".launch") for word in words):
+        return None, []
+    count, keep = None, []
+    for index, word in enumerate(words):
+        name, _, value = word.partition("=")
+        if name in ("--num_processes", "--num-processes"):
+            value = value or (words[index + 1] if index + 1 < len(words) else "")
+            count = int(value) if value.isdigit() else None
+        if name in ("--main_process_port", "--main-process-port"):
+            keep += ["--main_process_port", value or (words[index + 1] if index + 1 < len(words) else "0")]
+    return count, keep
+
+
+def _relaunch_on_the_cpu(argv: list[str]) -> None:
+    """Start the run again as the launch that was meant: `--num_processes N` on a machine without a GPU (where
+    accelerate's simple launcher starts one process), as N processes with recipes/accelerate/multi_cpu.yaml.
+    The process image is replaced, so the outer launcher waits for it and reports its exit status."""
+    count, keep = _launcher_processes()
+    script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else None
+    if not count or count < 2 or script is None or os.environ.get(RELAUNCHED):
+        return
+    logger.warning(
+        "accelerate started one process for --num_processes %d (no GPU here): starting the run again as %d "
+        "processes on the CPU (accelerate launch --config_file %s); give that config yourself to skip this",
+        count, count, MULTI_CPU_CONFIG,
+    )  # fmt: skip
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(MULTI_CPU_CONFIG)]
+    command += ["--num_processes", str(count), *keep, script, *argv]
+    environment = {key: value for key, value in os.environ.items() if key not in ("MASTER_ADDR", "MASTER_PORT")}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, command, {**environment, RELAUNCHED: "1"})
+
+
+def check_launch(argv: list[str], gpu_available: bool | None = None, relaunch: bool = False) -> list[str]:
+    """`argv`, with `--use_cpu true` added when several processes run without a GPU; a lost launch is started
+    again as the one meant (`relaunch`: the real command line), else refused in one line.
 
     Without a GPU, processes started by torchrun only form a (gloo) process group when accelerate is told
     they run on the CPU; otherwise each trains alone and all write the same output_dir.
     """
     processes, started = launched_processes()
+    if not started and relaunch:
+        _relaunch_on_the_cpu(argv)  # returns only where it cannot
     if not started:
         raise ConfigError(
             "accelerate started ONE process although several were asked for (on a machine without a GPU "
@@ -128,7 +178,7 @@ def validate_config(*configs) -> None:
     own `check_with(*configs)` where it reads another's options; warn of a run too short to leave its warm-up."""
     for config in configs:
         warning = warmup_warning(config)
-        if warning:
+        if warning and os.environ.get("RANK", "0") == "0":  # once per launch, not once per process
             logger.warning(warning)
         for item in dataclasses.fields(config):
             value = getattr(config, item.name, None)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.common.checks import ConfigError, check_launch, validate_config
-from recipes.common.config_defaults import checkpointing_by_its_new_name, device_defaults
+from recipes.common.config_defaults import checkpointing_by_its_new_name, ddp_defaults, device_defaults
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -219,8 +219,9 @@ def parse_recipe_args(
     """
     import yaml
 
+    command_line = argv is None
     argv = _join_negative_numbers(list(sys.argv[1:] if argv is None else argv))
-    argv = check_launch(argv)
+    argv = check_launch(argv, relaunch=command_line)
     default = Path(default_config)
     embedded = default if default.is_absolute() else CONFIG_DIR / default
     if "--config" not in argv:
@@ -253,6 +254,7 @@ def parse_recipe_args(
         old = config.get(name)
         config[name] = merge_mappings(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
     device_defaults(config, argv, dataclass_types)
+    ddp_defaults(config, argv, dataclass_types)
     argv = checkpointing_by_its_new_name(config, argv, dataclass_types)
     parser = _one_line_parser(dataclass_types, description, default_config)
     unknown = parser.set_defaults_with_config(**config)[::2]

@@ -1,9 +1,11 @@
 """What a config of the user's own gets for the options it leaves unset, beyond the dataclasses' own defaults.
 
-Two corrections of TRL's defaults, both applied to the YAML mapping before it is parsed, so that a value the
+Three corrections of TRL's and transformers' defaults, all applied to the YAML mapping before it is parsed, so that a value the
 user gives (in the YAML or as a flag) always wins: on a machine without a GPU, bf16 and activation
-recomputation off (TRL's configs default both on, for GPUs); and activation recomputation under transformers
-5's name whichever name was used.
+recomputation off (TRL's configs default both on, for GPUs); DDP without `find_unused_parameters` (transformers
+turns it on whenever recomputation is off, and every process of a launch then warns that it found none: the
+recipes' models use every trainable parameter); and activation recomputation under transformers 5's name
+whichever name was used.
 """
 
 from __future__ import annotations
@@ -86,3 +88,12 @@ def checkpointing_by_its_new_name(config: dict, argv: list[str], dataclass_types
         default = {f.name: f.default for f in dataclasses.fields(training)}.get("gradient_checkpointing")
         config["activation_checkpointing"] = bool(default) if default is not None else False
     return argv
+
+
+def ddp_defaults(config: dict, argv: list[str], dataclass_types: tuple) -> None:
+    """`ddp_find_unused_parameters` false where the config and the flags leave it unset (see the module's docstring)."""
+    import dataclasses
+
+    fields = {field.name for kind in dataclass_types for field in dataclasses.fields(kind)}
+    if "ddp_find_unused_parameters" in fields and not _given("ddp_find_unused_parameters", config, argv):
+        config["ddp_find_unused_parameters"] = False
