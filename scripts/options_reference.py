@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from recipes.common.help import _foreign, default_of, option_groups, type_name
 
-from recipes.common.help import _foreign, default_of, option_groups, type_name  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RECIPES = ("sft", "grpo", "rejection_sampling", "distill", "reward_model")
 OUTPUT = REPO / "docs" / "options.md"
