@@ -27,6 +27,7 @@ drawing from the right stream as rows leave. `global_sampler` draws from torch's
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 
 import torch
@@ -56,6 +57,17 @@ def _left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Te
             ids[row, width - len(tokens) :] = torch.tensor(list(tokens), dtype=torch.long)
             mask[row, width - len(tokens) :] = 1
     return ids, mask
+
+
+# Who hears of each finished sequence (eval.evaluate's progress bar, in samples): a context variable rather than
+# a parameter, since the rows pass through the sampler's interface, which every backend shares.
+SEQUENCES_DONE: contextvars.ContextVar = contextvars.ContextVar("sequences_done", default=None)
+
+
+def _done(count: int) -> None:
+    listener = SEQUENCES_DONE.get()
+    if listener is not None and count:
+        listener(count)
 
 
 @torch.no_grad()
@@ -117,6 +129,7 @@ def sample_tokens(
                 if not bool(keep.any()):
                     break
                 kept = keep.nonzero().squeeze(-1)
+                _done(len(live) - len(kept))
                 live, tokens, mask, next_position = (
                     t.index_select(0, kept) for t in (live, tokens, mask, next_position)
                 )
@@ -131,6 +144,7 @@ def sample_tokens(
             )
             logits = out.logits[:, -1, :]
             next_position = next_position + 1
+        _done(len(live))  # the rows that stopped at the last step, or ran to max_new_tokens
         return generated
     finally:
         if was_training:

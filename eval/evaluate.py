@@ -203,8 +203,12 @@ def check_protocol(folder: Path, protocol: dict, overwrite: bool) -> None:
 
 
 def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> dict | None:
-    """Sample what is missing for this process's share of the problems, then (main process) summarize."""
+    """Sample what is missing for this process's share of the problems, then (main process) summarize. The
+    progress bar counts samples as the decoder finishes them (before: problems, a chunk at a time, so that a
+    small set sat at 0 until all of it was done)."""
     from tqdm.auto import tqdm
+
+    from eval.decoding import SEQUENCES_DONE
 
     done = read_samples(folder)
     mine = [row for index, row in enumerate(rows) if index % state.num_processes == state.process_index]
@@ -214,12 +218,19 @@ def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> di
         params = SamplingParams(args.n, args.temperature, args.top_p, args.top_k, args.max_new_tokens, seed)
         todo = [row for row in mine if len(done.get((row["id"], seed), {})) < args.n]
         bar = tqdm(
-            total=len(mine),
-            initial=len(mine) - len(todo),
+            total=len(mine) * args.n,
+            initial=(len(mine) - len(todo)) * args.n,
             desc=f"{folder.name} seed {seed}",
-            unit="problem",
+            unit="sample",
             disable=not state.is_local_main_process,
         )
+        heard = [0]  # samples the decoder reported finished in this chunk: the bar moves as they finish
+
+        def finished(count: int, heard=heard, bar=bar) -> None:
+            heard[0] += count
+            bar.update(count)
+
+        listening = SEQUENCES_DONE.set(finished)
         math_options = {"fallbacks": args.answer_fallbacks}
         for chunk in scored_chunks(sampler, todo, params, args.chunk_size, math_options=math_options):
             records = []
@@ -233,7 +244,9 @@ def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> di
                             "forced_answer": sample.forced_answer, "waits": sample.waits})}
                     )  # fmt: skip
             append_lines(part, records)
-            bar.update(len(chunk))
+            bar.update(max(0, len(records) - heard[0]))  # a backend that reports nothing moves it here
+            heard[0] = 0
+        SEQUENCES_DONE.reset(listening)
         bar.close()
     state.wait_for_everyone()
     if not state.is_main_process:

@@ -172,3 +172,26 @@ def test_the_trainer_samples_as_trls_generate_does(tmp_path):
     theirs, _ = compact._generate_single_turn(prompts, None, {}, 2)
     assert ours == theirs and any(len(row) < 64 for row in ours)
     assert not trainer(min_p=0.1)._compact_generation_applies(None, {})
+
+
+def test_each_finished_row_is_reported_as_it_finishes(tiny_model_dir):
+    """Issue 40, item 10: eval.evaluate's progress bar counts samples as they finish (before, a small set sat at
+    0 problems until its one chunk was done). Worked out by hand from the script above: one row finishes at
+    step 0, two at step 2, the two cut at the cap at the end."""
+    from eval.decoding import SEQUENCES_DONE
+
+    model, tokenizer = (
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        AutoTokenizer.from_pretrained(tiny_model_dir),
+    )
+    prompts = chat_prompts(tokenizer, QUESTIONS[:2])
+    prompts = [prompts[0]] * 3 + [prompts[1]] * 2
+    stop = tokenizer.eos_token_id
+    pick = ScriptedPick(finish=[0, 2, 5, 2, 9], stop=stop)
+    heard: list[tuple[int, int]] = []
+    token = SEQUENCES_DONE.set(lambda count: heard.append((pick.step, count)))
+    try:
+        sample_tokens(model, prompts, max_new_tokens=6, stop_ids={stop}, pad_id=tokenizer.pad_token_id, pick=pick)
+    finally:
+        SEQUENCES_DONE.reset(token)
+    assert heard == [(1, 1), (3, 2), (6, 2)]
