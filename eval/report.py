@@ -195,12 +195,13 @@ def outcome_label(sample: dict) -> str:
 
 
 # The code judge's reasons for a failed case, and the one label each kind of failure gets.
-_CODE_OUTCOMES = (
-    (re.compile(r"^AssertionError\b|^wrong answer"), lambda m, reason: "wrong answer"),
-    (re.compile(r"^(?:CandidateFailed: )?the candidate raised (\w+)"), lambda m, reason: f"the solution raised {m[1]}"),
-    (re.compile(r"^(?:CandidateFailed: )?the solution raised (\w+)"), lambda m, reason: f"the solution raised {m[1]}"),
-    (re.compile(r"^(?:CandidateFailed: )?the program ended"), lambda m, reason: "the program ended early"),
-    (re.compile(r"^(timeout|memory|error)\b"), lambda m, reason: m[1] if m[1] != "error" else "the program failed"),
+_CODE_OUTCOMES = (  # (pattern, label: `{}` takes the pattern's group)
+    (re.compile(r"^(?:AssertionError\b|wrong answer)"), "wrong answer"),
+    (re.compile(r"^(?:CandidateFailed: )?the (?:candidate|solution) raised (\w+)"), "the solution raised {}"),
+    (re.compile(r"^(?:CandidateFailed: )?the program ended"), "the program ended early"),
+    (re.compile(r"^timeout\b"), "timeout"),
+    (re.compile(r"^memory\b"), "memory"),
+    (re.compile(r"^error\b"), "the program failed"),
 )
 
 
@@ -210,7 +211,7 @@ def code_outcome(reason: str) -> str:
     for pattern, label in _CODE_OUTCOMES:
         match = pattern.match(reason)
         if match:
-            return label(match, reason)
+            return label.format(*match.groups())
     return re.split(r" \(|: ", reason, maxsplit=1)[0]
 
 

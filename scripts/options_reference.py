@@ -14,7 +14,7 @@ import argparse
 import importlib
 from pathlib import Path
 
-from recipes.common.help import _foreign, default_of, option_groups, type_name
+from recipes.common.help import default_of, option_groups, type_name
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,15 +44,15 @@ def sections() -> tuple[list[str], list[str]]:
         module = importlib.import_module(f"recipes.{name}")
         parser = module.make_parser()
         ours += [f"## recipes/{name}.py", "", f"Embedded default: `recipes/configs/{parser.default_config}`.", ""]
-        for title, kind, fields in option_groups(parser.dataclass_types):
-            if _foreign(kind) or "TRL's" in title or title.startswith("model options"):
-                label = title.split("(")[-1].rstrip(")")
+        for group in option_groups(parser.dataclass_types):
+            title, label = group.title, group.source
+            if not group.ours:
                 ours += [f"{title[0].upper()}{title[1:]}: see [{label}](#{label.replace('.', '').lower()}) below.", ""]
                 if label not in seen:
                     seen.add(label)
-                    foreign += [f"### {label}", "", *_table(kind, fields), ""]
+                    foreign += [f"### {label}", "", *_table(group.kind, group.fields), ""]
                 continue
-            ours += [f"### {title}", "", *_table(kind, fields), ""]
+            ours += [f"### {title}", "", *_table(group.kind, group.fields), ""]
     return ours, foreign
 
 

@@ -16,12 +16,10 @@ import json
 import os
 import signal
 
-import pytest
-
 from rewards.sandbox import cgroup as sandbox_cgroup
 from rewards.sandbox import run_python
 from tests.support.learners import syscall_numbers
-from tests.support.sandbox_checks import require_namespaces
+from tests.support.sandbox_checks import require, require_namespaces
 
 PROBE = """
 import ctypes, json, mmap, os, struct
@@ -109,8 +107,9 @@ print(sorted(results.get() for _ in range(4)), total[0])
 def test_device_nodes_are_the_runs_own():
     """Not the host's /dev/null, whose locks and watches every run alive at once shared (as root: mknod)."""
     require_namespaces()
-    if os.geteuid() != 0:
-        pytest.skip("only root may make device nodes; a user namespace binds the host's (the filter closes them)")
+    require(
+        os.geteuid() == 0, "only root may make device nodes; a user namespace binds the host's (the filter closes them)"
+    )
     code = "import os\nfor name in ('null', 'zero', 'urandom'):\n    s = os.stat('/dev/' + name)\n"
     code += "    print(s.st_dev, s.st_ino, s.st_rdev)\n"
     result = run_python(code)
@@ -123,8 +122,10 @@ def test_device_nodes_are_the_runs_own():
 
 
 def test_a_program_that_kills_its_own_process_group_is_not_said_to_be_out_of_memory():
-    if "memory" not in sandbox_cgroup.available():
-        pytest.skip("without a memory cgroup the OOM killer's kills are not counted: the reason names both")
+    require(
+        "memory" in sandbox_cgroup.available(),
+        "without a memory cgroup the OOM killer's kills are not counted: the reason names both",
+    )
     result = run_python("import os, signal\nos.killpg(0, signal.SIGKILL)\n")
     assert result.returncode == -signal.SIGKILL
     assert result.status == "error" and "not by the out-of-memory killer" in result.reason, result

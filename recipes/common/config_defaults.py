@@ -10,9 +10,14 @@ whichever name was used.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 logger = logging.getLogger(__name__)
+
+
+def _field_names(dataclass_types: tuple) -> set[str]:
+    return {field.name for kind in dataclass_types for field in dataclasses.fields(kind)}
 
 
 def _given(name: str, config: dict, argv: list[str]) -> bool:
@@ -33,10 +38,7 @@ def device_defaults(config: dict, argv: list[str], dataclass_types: tuple) -> No
     transformers then refuses on a CPU, advising use_cpu, after which the run trains in bf16 all the same) and
     activation recomputation (slower, for memory a CPU run seldom lacks). Set to false when neither the YAML
     nor a flag sets them, and said in one line; a value the user gives always wins."""
-    import dataclasses
-
-    fields = {field.name for kind in dataclass_types for field in dataclasses.fields(kind)}
-    if "bf16" not in fields or _accelerator_available():
+    if "bf16" not in _field_names(dataclass_types) or _accelerator_available():
         return
     names = ["bf16"]
     if not any(_given(name, config, argv) for name in ("gradient_checkpointing", "activation_checkpointing")):
@@ -66,8 +68,6 @@ def checkpointing_by_its_new_name(config: dict, argv: list[str], dataclass_types
     the field write), so it is moved to the new one here, and the trainer config's own default is given under
     the new name when neither is set. Nothing changes where the installed transformers has no new name.
     """
-    import dataclasses
-
     training = next(
         (kind for kind in dataclass_types if "activation_checkpointing" in {f.name for f in dataclasses.fields(kind)}),
         None,
@@ -92,8 +92,7 @@ def checkpointing_by_its_new_name(config: dict, argv: list[str], dataclass_types
 
 def ddp_defaults(config: dict, argv: list[str], dataclass_types: tuple) -> None:
     """`ddp_find_unused_parameters` false where the config and the flags leave it unset (see the module's docstring)."""
-    import dataclasses
-
-    fields = {field.name for kind in dataclass_types for field in dataclasses.fields(kind)}
-    if "ddp_find_unused_parameters" in fields and not _given("ddp_find_unused_parameters", config, argv):
+    if "ddp_find_unused_parameters" in _field_names(dataclass_types) and not _given(
+        "ddp_find_unused_parameters", config, argv
+    ):
         config["ddp_find_unused_parameters"] = False

@@ -17,7 +17,8 @@ import typing
 FOREIGN = ("trl", "transformers")
 
 
-def _foreign(kind: type) -> bool:
+def is_foreign(kind: type) -> bool:
+    """A dataclass of TRL's or transformers' (not held to this repository's option reference)."""
     return kind.__module__.split(".")[0] in FOREIGN
 
 
@@ -25,33 +26,41 @@ def _fields(kind: type) -> list[dataclasses.Field]:
     return [field for field in dataclasses.fields(kind) if field.init]
 
 
-def option_groups(dataclass_types: tuple) -> list[tuple[str, type, list[dataclasses.Field]]]:
-    """(title, dataclass, its fields) per group, this repository's options first."""
+class OptionGroup(typing.NamedTuple):
+    title: str  # as --help heads the group
+    kind: type  # the dataclass the fields are read from (its defaults: a subclass's own where it sets them)
+    fields: list
+    ours: bool  # this repository's options, rather than TRL's or transformers'
+    source: str  # the dataclass that declares them: "GRPOScriptArguments", "trl.GRPOConfig", ...
+
+
+def _qualified(kind: type) -> str:
+    return f"{kind.__module__.split('.')[0]}.{kind.__name__}"
+
+
+def option_groups(dataclass_types: tuple) -> list[OptionGroup]:
+    """The options of a recipe's dataclasses in groups, this repository's first."""
     ours, foreign = [], []
     for kind in dataclass_types:
-        if not _foreign(kind):
-            base = next(
-                (parent for parent in kind.__mro__[1:] if dataclasses.is_dataclass(parent) and _foreign(parent)), None
-            )
-            if base is None:
-                ours.append((f"this recipe's options ({kind.__name__})", kind, _fields(kind)))
-                continue
-            inherited = {field.name for field in dataclasses.fields(base)}
-            added = [field for field in _fields(kind) if field.name not in inherited]
+        if is_foreign(kind):
+            label = "model options" if "Model" in kind.__name__ else "TRL's and transformers' options"
+            foreign.append(OptionGroup(f"{label} ({_qualified(kind)})", kind, _fields(kind), False, _qualified(kind)))
+            continue
+        base = next(
+            (parent for parent in kind.__mro__[1:] if dataclasses.is_dataclass(parent) and is_foreign(parent)), None
+        )
+        if base is None:
             ours.append(
-                (f"this repository's training options ({kind.__name__}, beside {base.__name__}'s)", kind, added)
-            )
-            kind_fields = [field for field in _fields(kind) if field.name in inherited]
-            foreign.append(
-                (
-                    f"TRL's and transformers' options ({base.__module__.split('.')[0]}.{base.__name__})",
-                    kind,
-                    kind_fields,
-                )
+                OptionGroup(f"this recipe's options ({kind.__name__})", kind, _fields(kind), True, kind.__name__)
             )
             continue
-        label = "model options" if "Model" in kind.__name__ else "TRL's and transformers' options"
-        foreign.append((f"{label} ({kind.__module__.split('.')[0]}.{kind.__name__})", kind, _fields(kind)))
+        inherited = {field.name for field in dataclasses.fields(base)}
+        added = [field for field in _fields(kind) if field.name not in inherited]
+        title = f"this repository's training options ({kind.__name__}, beside {base.__name__}'s)"
+        ours.append(OptionGroup(title, kind, added, True, kind.__name__))
+        kept = [field for field in _fields(kind) if field.name in inherited]
+        title = f"TRL's and transformers' options ({_qualified(base)})"
+        foreign.append(OptionGroup(title, kind, kept, False, _qualified(base)))
     return ours + foreign
 
 
@@ -97,9 +106,9 @@ def organise(parser, dataclass_types: tuple, description: str | None, default_co
         default=argparse.SUPPRESS,
         help="a YAML file of these options (keys without dashes)",
     )
-    for title, _, fields in option_groups(dataclass_types):
-        group = parser.add_argument_group(title)
-        names = {field.name for field in fields}
+    for option_group in option_groups(dataclass_types):
+        group = parser.add_argument_group(option_group.title)
+        names = {field.name for field in option_group.fields}
         for action in [action for action in general._group_actions if action.dest in names]:
             general._group_actions.remove(action)  # a boolean's --x and --no_x both
             group._group_actions.append(action)
