@@ -16,7 +16,7 @@ and lays them out as TRL's `RepeatSampler` does, so that a GRPOTrainer subclass 
         repeat `repeat_count` times:                  # TRL: num_iterations * steps_per_generation
             for each index: yield it `mini_repeat_count` times   # TRL: num_generations (one group)
 
-recipes/trainers/grpo.py is that subclass (`sampler: pass_rate_weighted` in a recipes/grpo.py config):
+recipes/stages/grpo/trainer.py is that subclass (`sampler: pass_rate_weighted` in a recipes/grpo.py config):
 it returns this sampler from `_get_train_sampler` and, after each generation, calls `update` with the ids
 and accuracy rewards of every process's rows.
 

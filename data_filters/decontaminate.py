@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from data_filters.report import StepReport, check_mode, without_rows
+from tasks.files import write_atomic
 from tasks.rows import question_text, set_column
 from tasks.text import normalize_words
 
@@ -269,8 +270,7 @@ def decontaminate(
     files = []
     if report_path is not None:
         path = Path(report_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+        write_atomic(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
         files.append(str(path))
     if mode == "drop":
         result = without_rows(dataset, flagged_by)

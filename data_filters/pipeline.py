@@ -89,16 +89,17 @@ def load_sampler(name_or_path: str, backend: str = "transformers", batch_size: i
     return TransformersSampler(model.to(device), tokenizer, batch_size=batch_size)
 
 
-# Steps that sample take the sampling protocol whole (eval.sampler.SamplingParams, the project's one home of
-# sampling defaults): their YAML options n, temperature, top_p, top_k, max_new_tokens and seed are gathered into
-# a `sampling` argument by `_step_spec`. Only what a step's rule needs differs from SamplingParams' defaults.
+# Steps that sample take the sampling options (eval.sampling_options.SamplingOptions, one spelling everywhere):
+# their YAML options n, temperature, top_p, top_k, max_new_tokens and seed are gathered into a `sampling` argument
+# by `_step_spec` (the backend and its batch size are the `model:` section's). Only what a step's rule needs
+# differs from the options' defaults.
 SAMPLING_STEPS = ("pass_rate", "no_think")
 SAMPLING_FIELDS = ("n", "temperature", "top_p", "top_k", "max_new_tokens", "seed")
 
 
 def _sampling_params(step: str, options: dict):
     """The step's SamplingParams from its YAML options (the sampling fields are popped from `options`)."""
-    from eval.sampler import SamplingParams
+    from eval.sampling_options import SamplingOptions
 
     if step == "no_think":  # the rule asks for an answer without reasoning: a few samples, each short
         from data_filters.pass_rate import NO_THINK_ANSWER_TOKENS
@@ -107,7 +108,7 @@ def _sampling_params(step: str, options: dict):
     else:
         defaults = {"n": 8}  # enough samples for a pass-rate window
     given = {name: options.pop(name) for name in SAMPLING_FIELDS if name in options}
-    return SamplingParams(**{**defaults, **given})
+    return SamplingOptions(**{**defaults, **given}).params(seed=0)
 
 
 # ---------------------------------------------------------------- steps: (dataset, context, **options) -> (dataset, report)

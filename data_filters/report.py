@@ -12,6 +12,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from tasks.files import write_atomic
+
 MODES = ("drop", "tag")
 
 
@@ -119,8 +121,8 @@ class PipelineReport:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         markdown, data = folder / f"{stem}.md", folder / f"{stem}.json"
-        markdown.write_text(self.to_markdown())
-        data.write_text(json.dumps(self.to_dict(), indent=2, default=str) + "\n")
+        write_atomic(markdown, self.to_markdown())
+        write_atomic(data, json.dumps(self.to_dict(), indent=2, default=str) + "\n")
         return markdown, data
 
 

@@ -3,7 +3,8 @@
 A reasoning model is a curve, not a number: the same weights score higher with more thinking tokens.
 `python -m eval.evaluate --budgets 4 8 16 32 ...` evaluates once per budget and draws accuracy against budget.
 
-Budget forcing (s1, Muennighoff et al. 2025), on either backend, in rounds of `sampler.extend`:
+Budget forcing (s1, Muennighoff et al. 2025), on either backend, in rounds of `sampler.extend` (each backend's
+method, given an eval.continuation.ContinuationRequest):
 * down: a sample that reaches the budget B while still thinking gets `</think>` and the answer prompt
   appended and is continued for `answer_tokens` more tokens; it records `forced_answer: true`. The default
   answer prompt is "\\n\\boxed{" (decided here): the continuation starts inside a box, so a forced sample
@@ -32,8 +33,10 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from eval.continuation import Continuation, ContinuationRequest, ContinuingSampler
 from eval.report import accuracy_plot
-from eval.sampler import Sample, SamplingParams, prompt_key, sample_seed
+from eval.sampling import Sample, SamplingParams, prompt_key, sample_seed
+from tasks.files import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ def closes_thinking(prompt_text: str, think_end: str = THINK_END) -> bool:
 class BudgetSampler:
     """A sampler (same `generate` interface) that applies `BudgetForcing` on top of a backend's `extend`."""
 
-    def __init__(self, sampler, forcing: BudgetForcing):
+    def __init__(self, sampler: ContinuingSampler, forcing: BudgetForcing):
         self.sampler = sampler
         self.forcing = forcing
         self.tokenizer = sampler.tokenizer
@@ -113,8 +116,9 @@ class BudgetSampler:
                 requests.setdefault(request, []).append(row)
             for (max_tokens, stop, suppress), members in requests.items():
                 seeds = [sample_seed(params.seed, f"{row.key}\0round{row.rounds}", row.index) for row in members]
+                so_far = [row.prompt + row.text for row in members]
                 continuations = self.sampler.extend(
-                    [row.prompt + row.text for row in members], seeds, params, max_tokens, stop, suppress
+                    ContinuationRequest(so_far, seeds, params, max_tokens, stop, suppress)
                 )
                 for row, continuation in zip(members, continuations, strict=True):
                     self._advance(row, continuation)
@@ -156,7 +160,7 @@ class BudgetSampler:
         row.tokens += self._count(forced)
         row.thinking, row.forced = False, True
 
-    def _advance(self, row: _Row, continuation) -> None:
+    def _advance(self, row: _Row, continuation: Continuation) -> None:
         forcing = self.forcing
         row.rounds += 1
         ended, text, count = continuation.ended, continuation.text, continuation.num_tokens
@@ -314,6 +318,6 @@ def run_sweep(sampler, datasets: dict[str, list[dict]], args, state, evaluate_da
     for slug, by_budget in summaries.items():
         folders = {budget: args.output_dir / f"budget_{budget}" / slug for budget in by_budget}
         curves[slug] = budget_curve(by_budget, folders, args.k)
-        (args.output_dir / "budget_curve" / f"{slug}.json").write_text(json.dumps(curves[slug], indent=2))
+        write_atomic(args.output_dir / "budget_curve" / f"{slug}.json", json.dumps(curves[slug], indent=2))
         plot_budget_curves({slug: curves[slug]}, args.k, args.output_dir / "budget_curve" / f"{slug}.png", slug)
     return curves

@@ -11,27 +11,15 @@ of transformers' long text).
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from pathlib import Path
 
+from rewards.names import did_you_mean
 from tasks.hub import hub_problem
 
 
 class UserInputError(ValueError):
     """A flag, path or file given by the user is wrong; the message says which and how to fix it."""
-
-
-def nearest_option(flag: str, known) -> str | None:
-    """The known option a misspelled `flag` most likely meant: the closest spelling, else the one option it
-    abbreviates (abbreviations are not taken, but they deserve the full name). Dashes and underscores count
-    alike; the answer is spelled as `known` spells it."""
-    by_key = {option.replace("_", "-"): option for option in known}
-    key = flag.replace("_", "-")
-    close = difflib.get_close_matches(key, list(by_key), n=1, cutoff=0.75)
-    if not close:
-        close = [option for option in by_key if option.startswith(key)]
-    return by_key[close[0]] if len(close) == 1 else None
 
 
 class FlagParser(argparse.ArgumentParser):
@@ -56,18 +44,10 @@ class FlagParser(argparse.ArgumentParser):
     def unknown_message(self, extras: list[str]) -> str:
         """'unrecognized arguments: --temprature 0.5; did you mean --temperature?' (in the user's spelling)."""
         known = sorted({option for action in self._actions for option in action.option_strings})
-        pairs = []
-        for flag in (token.partition("=")[0] for token in extras if token.startswith("--")):
-            match = nearest_option(flag, known)
-            if match:
-                underscored = "_" in flag and "-" not in flag[2:]
-                pairs.append((flag, "--" + match[2:].replace("-", "_") if underscored else match))
+        flags = [token.partition("=")[0] for token in extras if token.startswith("--")]
+        hint = did_you_mean(flags, known, render=_in_users_spelling)
         message = f"unrecognized arguments: {' '.join(extras)}"
-        if len(pairs) == 1 and len(extras) <= 2:
-            return f"{message}; did you mean {pairs[0][1]}?"
-        if pairs:
-            return f"{message}; did you mean " + ", ".join(f"{match} for {flag}" for flag, match in pairs) + "?"
-        return message
+        return f"{message}; {hint}" if hint else message
 
     def parse_known_args(self, args=None, namespace=None):
         args = list(sys.argv[1:] if args is None else args)
@@ -105,3 +85,9 @@ def check_model(name_or_path: str) -> None:
     problem = hub_problem(name_or_path, "model")
     if problem:
         raise UserInputError(problem)
+
+
+def _in_users_spelling(flag: str, match: str) -> str:
+    """`--max_new_tokens` was typed: offer `--max_new_tokens`'s neighbour with underscores too."""
+    underscored = "_" in flag and "-" not in flag[2:]
+    return "--" + match[2:].replace("-", "_") if underscored else match

@@ -17,6 +17,7 @@ from pathlib import Path
 from eval.cli import FlagParser
 from eval.metrics import paired_difference
 from eval.report import plot_pass_at_k
+from tasks.files import write_atomic
 
 
 def load_run(folder: Path) -> dict[str, dict]:
@@ -174,7 +175,7 @@ def write_comparison(
     if len(lines) == 2:
         raise SystemExit(f"{run_a} and {run_b} share no dataset")
     report = "\n".join(lines)
-    (output / "compare.md").write_text(report + "\n")
+    write_atomic(output / "compare.md", report + "\n")
     return report, [output / "compare.md", *plots]
 
 

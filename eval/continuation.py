@@ -1,29 +1,49 @@
 """Continuing rendered texts: the one primitive that budget forcing (eval/budget.py) needs from a backend.
 
-`extend(texts, seeds, params, max_new_tokens, stop, suppress)` generates one continuation per text from the
-row's own seed and says how it ended:
+`sampler.extend(ContinuationRequest(texts, seeds, params, max_new_tokens, stop, suppress))` generates one
+continuation per text from the row's own seed and says how it ended:
 * "eos": the model ended its answer;
 * the `stop` string (e.g. `</think>`): the model ended its thinking; the stop is left out of the text;
 * "length": `max_new_tokens` were generated.
 With `suppress=True` neither EOS nor `stop` nor any other special token can be generated (s1's "ignore
-the end of thinking"), so the continuation runs its full length. A stop that the tokenizer writes as one token (Qwen3's and the tiny
-model's `</think>`) is banned through its logits; one spelt over several tokens cannot be banned token by
-token, so budget forcing looks for it in the text afterwards (eval/budget.py).
+the end of thinking"), so the continuation runs its full length. A stop that the tokenizer writes as one
+token (Qwen3's and the tiny model's `</think>`) is banned through its logits; one spelt over several tokens
+cannot be banned token by token, so budget forcing looks for it in the text afterwards (eval/budget.py).
 
-Transformers: EOS and a one-token stop end `generate` like EOS does, a longer stop ends it through HF's
-`stop_strings`, and `SuppressTokens` (a LogitsProcessor, placed before the seeded sampling) bans tokens.
-vLLM: `SamplingParams(stop=[...], stop_token_ids=[...])` ends at the string or its one token, and
-`min_tokens = max_tokens` bans EOS and `stop_token_ids` for the whole continuation. Each round re-tokenizes prompt + text so far, as s1's own
-vLLM loop does; for a character-level or byte-level BPE tokenizer that is the same token sequence.
+`extend` is a method of each backend; this module holds what they share (the request, the result, the bans,
+where generated ids end) and imports neither of them.
+* Transformers (`TransformersSampler.extend`, eval/sampler.py): EOS and a one-token stop end decoding like EOS
+  does, a longer stop ends HF's `generate` through `stop_strings`, and `SuppressTokens` (a LogitsProcessor,
+  placed before the seeded sampling) bans tokens.
+* vLLM (`VLLMSampler.extend`, eval/vllm_sampler.py): `SamplingParams(stop=[...], stop_token_ids=[...])` ends at
+  the string or its one token, and `min_tokens = max_tokens` bans EOS and `stop_token_ids` for the whole
+  continuation. Each round re-tokenizes prompt + text so far, as s1's own vLLM loop does; for a
+  character-level or byte-level BPE tokenizer that is the same token sequence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from eval.sampler import SamplingParams, TransformersSampler, VLLMSampler
+from eval.sampling import SamplingParams
+
+
+@dataclass(frozen=True)
+class ContinuationRequest:
+    """One round of continuations: each text continued once from its seed, for at most `max_new_tokens`, ending
+    at EOS or at `stop`, or held open (`suppress`) with neither allowed."""
+
+    texts: list[str]
+    seeds: list[int]
+    params: SamplingParams
+    max_new_tokens: int
+    stop: str | None = None
+    suppress: bool = False
+
+    def stop_id(self, tokenizer) -> int | None:
+        """The stop's token id when the tokenizer writes it as one token, else None."""
+        return single_token_id(tokenizer, self.stop) if self.stop else None
 
 
 @dataclass(frozen=True)
@@ -34,6 +54,16 @@ class Continuation:
     text: str
     num_tokens: int
     ended: str
+
+
+class ContinuingSampler(Protocol):
+    """What budget forcing needs from a backend (both of eval.sampler's have it; tests script one)."""
+
+    tokenizer: Any
+
+    def render(self, prompts: list) -> list[str]: ...
+
+    def extend(self, request: ContinuationRequest) -> list[Continuation]: ...
 
 
 class SuppressTokens:
@@ -66,27 +96,6 @@ def held_open_bans(tokenizer, stop_id: int | None) -> list[int]:
     return sorted(special | ({stop_id} if stop_id is not None else set()))
 
 
-def extend_with_transformers(
-    sampler: TransformersSampler,
-    texts: list[str],
-    seeds: list[int],
-    params: SamplingParams,
-    max_new_tokens: int,
-    stop: str | None = None,
-    suppress: bool = False,
-) -> list[Continuation]:
-    eos_ids = sampler._stop_ids()
-    stop_id = single_token_id(sampler.tokenizer, stop) if stop else None
-    if suppress:
-        banned = sorted(eos_ids | set(held_open_bans(sampler.tokenizer, stop_id)))
-        generated = sampler._generate_ids(texts, seeds, params, max_new_tokens, eos_ids, suppress_ids=banned)
-        return [cut_continuation(sampler.tokenizer, tokens, eos_ids) for tokens in generated]
-    ends = eos_ids | ({stop_id} if stop_id is not None else set())
-    stop_strings = [stop] if stop and stop_id is None else None
-    generated = sampler._generate_ids(texts, seeds, params, max_new_tokens, ends, stop_strings=stop_strings)
-    return [cut_continuation(sampler.tokenizer, tokens, eos_ids, stop_id, stop) for tokens in generated]
-
-
 def cut_continuation(
     tokenizer, token_ids: list[int], eos_ids: set[int], stop_id: int | None = None, stop: str | None = None
 ) -> Continuation:
@@ -101,53 +110,3 @@ def cut_continuation(
     if end is None:
         return Continuation(text, len(token_ids), "length")
     return Continuation(text, end + 1, stop if stop_id is not None and token_ids[end] == stop_id else "eos")
-
-
-def extend_with_vllm(
-    sampler: VLLMSampler,
-    texts: list[str],
-    seeds: list[int],
-    params: SamplingParams,
-    max_new_tokens: int,
-    stop: str | None = None,
-    suppress: bool = False,
-) -> list[Continuation]:
-    """Untested on a GPU here (none is lent to this project's CI): tests check the requests it builds and how
-    it reads the outputs against a stand-in with vLLM's interface."""
-    from vllm import SamplingParams as VLLMParams
-
-    stop_id = single_token_id(sampler.tokenizer, stop) if stop else None
-    greedy = params.temperature == 0
-    requests = [
-        VLLMParams(
-            n=1,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k or -1,
-            max_tokens=max_new_tokens,
-            min_tokens=max_new_tokens if suppress else 0,  # bans EOS and stop_token_ids before min_tokens
-            stop=[stop] if stop and not suppress else None,
-            # a special-token stop never shows as text, so it ends by id; held open, min_tokens bans these ids
-            stop_token_ids=held_open_bans(sampler.tokenizer, stop_id)
-            if suppress
-            else [stop_id]
-            if stop_id is not None
-            else None,
-            seed=None if greedy else seed,
-        )
-        for seed in seeds
-    ]
-    # Token ids, not text: given text, vLLM adds a BOS token in front of a template that already has one.
-    prompts = [{"prompt_token_ids": sampler.tokenizer.encode(text, add_special_tokens=False)} for text in texts]
-    continuations = []
-    for output in sampler.llm.generate(prompts, requests, use_tqdm=False):
-        completion = output.outputs[0]
-        if completion.finish_reason == "length":
-            ended = "length"
-        else:  # stop_reason: the stop string or token id that ended it; None at EOS
-            ended = stop if stop and completion.stop_reason in (stop, stop_id) else "eos"
-        text = completion.text
-        if ended == stop and text.endswith(stop):  # vLLM keeps a non-special stop token's text
-            text = text[: -len(stop)]
-        continuations.append(Continuation(text, len(completion.token_ids), ended))
-    return continuations

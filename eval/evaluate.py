@@ -36,7 +36,8 @@ from eval import budget
 from eval.cli import FlagParser, UserInputError, check_model
 from eval.report import format_outcomes, format_table, outcome_shares, plot_pass_at_k, problem_metrics, summarize
 from eval.runner import scored_chunks
-from eval.sampler import DEFAULT_MAX_NEW_TOKENS, SamplingParams
+from eval.sampling_options import add_sampling_flags, options_from_flags
+from tasks.files import write_atomic, write_jsonl
 
 logger = logging.getLogger("eval.evaluate")
 PROTOCOL_KEYS = (
@@ -51,21 +52,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     parser = FlagParser(description=__doc__, formatter_class=Formatter)
     parser.add_argument("--model", required=True, help="a local folder saved with save_pretrained, or a Hub id")
+    # the sampling options (eval.sampling_options), --n per seed, at DeepSeek-R1's evaluation protocol
+    add_sampling_flags(parser, n=16, temperature=0.6, top_p=0.95, backend="auto")
     parser.add_argument(
         "--dataset", action="append", required=True, help="registry name, synthetic:<levels> or path; repeatable"
     )
-    parser.add_argument("--n", type=int, default=16, help="samples per problem and seed (default 16)")
     parser.add_argument(
         "--k", type=int, nargs="+", default=None, help="k values for pass@k and maj@k (default: powers of 2 up to n)"
     )
-    parser.add_argument("--temperature", type=float, default=0.6, help="sampling temperature")
-    parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling: the smallest set of this mass")
-    parser.add_argument("--top-k", type=int, default=None, help="sample among the k likeliest tokens (None: all)")
-    parser.add_argument(
-        "--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS, help="tokens a completion may have at most"
-    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one run of n samples per seed")
-    parser.add_argument("--backend", choices=("auto", "transformers", "vllm"), default="auto")
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--num-rows", type=int, default=None, help="first N problems (synthetic: per level)")
     parser.add_argument("--system-prompt", default=None)
@@ -95,7 +90,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--chat-template", default=None, help="a Jinja file overriding the tokenizer's chat template")
     parser.add_argument("--no-chat-template", action="store_true", help="feed prompts as plain text (base models)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sequences per generate call (transformers)")
     parser.add_argument("--chunk-size", type=int, default=64, help="problems sampled and written per step")
     parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM only")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.9, help="vLLM only")
@@ -117,7 +111,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.field_map = None
         if not isinstance(args.field_map, dict):
             parser.error("--field-map must be a mapping, e.g. '{answer: final_answer, id: uid}'")
-    try:  # a minimum above a budget, a budget of 0: refused before any model loads
+    try:  # a sampling option out of range, a minimum above a budget, a budget of 0: refused before any model loads
+        args.sampling = options_from_flags(args)
         for value in args.budgets or [None]:
             budget.forcing_from_args(args, value)
     except ValueError as error:
@@ -199,7 +194,7 @@ def check_protocol(folder: Path, protocol: dict, overwrite: bool) -> None:
                 f"{folder} holds a run with another protocol {changed}; use another --output-dir or --overwrite"
             )
     else:
-        path.write_text(json.dumps(protocol, indent=2))
+        write_atomic(path, json.dumps(protocol, indent=2))
 
 
 def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> dict | None:
@@ -215,7 +210,7 @@ def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> di
     part = folder / (f"samples.part{state.process_index}.jsonl" if state.num_processes > 1 else "samples.jsonl")
     drop_torn_tail(part)
     for seed in args.seeds:
-        params = SamplingParams(args.n, args.temperature, args.top_p, args.top_k, args.max_new_tokens, seed)
+        params = args.sampling.params(seed)
         todo = [row for row in mine if len(done.get((row["id"], seed), {})) < args.n]
         bar = tqdm(
             total=len(mine) * args.n,
@@ -262,18 +257,16 @@ def finish_dataset(rows: list[dict], args, folder: Path) -> dict:
         by_seed = {seed: [done[(row["id"], seed)][i] for i in range(args.n)] for seed in args.seeds}
         ordered += [sample for seed in args.seeds for sample in by_seed[seed]]
         per_problem.append(problem_metrics(row, by_seed, args.k))
-    merged = folder / "samples.jsonl.tmp"
-    merged.write_text("".join(json.dumps(sample) + "\n" for sample in ordered))
-    merged.replace(folder / "samples.jsonl")
+    write_jsonl(folder / "samples.jsonl", ordered)
     for part in folder.glob("samples.part*.jsonl"):
         part.unlink()
-    (folder / "per_problem.jsonl").write_text("".join(json.dumps(problem) + "\n" for problem in per_problem))
+    write_jsonl(folder / "per_problem.jsonl", per_problem)
     summary = summarize(per_problem, args.k, args.seeds)
     summary["protocol"] = json.loads((folder / "protocol.json").read_text())
     summary["dataset"] = folder.name
     summary["samples"] = len(ordered)
     summary["outcomes"] = outcome_shares(ordered)  # why samples fail: the share of each reason
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_atomic(folder / "summary.json", json.dumps(summary, indent=2))
     plot_pass_at_k({Path(args.model).name or args.model: summary}, args.k, folder / "pass_at_k.png", folder.name)
     return summary
 

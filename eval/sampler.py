@@ -3,10 +3,13 @@
 One interface, two backends with the same parameters: `generate(prompts, params, keys=None)` returns
 `params.n` Samples per prompt; `keys` (the problems' ids) seed each problem's random streams. Anything
 with that method can stand in for a sampler (tests use scripted ones).
-* `TransformersSampler`: batched `generate` on a model object already in memory (a training model, a
+* `TransformersSampler` (here): batched decoding on a model object already in memory (a training model, a
   checkpoint), left padding, stop at EOS; runs anywhere, CPU included;
-* `VLLMSampler`: vLLM's `LLM.generate` with `SamplingParams(n=...)`; imported only when chosen.
-`make_sampler(backend="auto", ...)` picks vLLM when it is importable and a GPU is present.
+* `VLLMSampler` (eval/vllm_sampler.py): vLLM's `LLM.generate` with `SamplingParams(n=...)`; vLLM itself is
+  imported only when that backend is chosen.
+`make_sampler(backend="auto", ...)` picks vLLM when it is importable and a GPU is present. The protocol that
+both take and return (`SamplingParams`, `Sample`, `sample_seed`, `render_prompts`, DEFAULT_MAX_NEW_TOKENS) is
+defined in eval/sampling.py and importable from here.
 
 Every sample of every problem has a random stream of its own, seeded from (seed, problem key, sample
 index), in both backends. So a problem's samples do not depend on which other problems share its batch,
@@ -17,146 +20,55 @@ own sampling draws from one global stream for the whole batch.)
 
 Each sample records its token count and why it ended: "stop" (EOS) or "length" (max_new_tokens).
 
-Both backends also offer `extend(texts, seeds, params, max_new_tokens, stop, suppress)`: continue already
-rendered texts one sample each, stopping at EOS or at one stop string, or with EOS and that stop suppressed.
-eval/budget.py drives it in rounds for budget forcing (s1), the same way on both backends.
+Both backends also have `extend(request)`, a method of each: continue already rendered texts one sample
+each (an eval.continuation.ContinuationRequest), stopping at EOS or at one stop string, or with EOS and that
+stop suppressed. eval/budget.py drives it in rounds for budget forcing (s1), the same way on both backends.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from dataclasses import dataclass
 
+from eval.continuation import (
+    Continuation,
+    ContinuationRequest,
+    SuppressTokens,
+    cut_continuation,
+    held_open_bans,
+)
 from eval.row_sampling import SeededRowSampling
+from eval.sampling import (
+    DEFAULT_MAX_NEW_TOKENS,
+    Sample,
+    SamplerBase,
+    SamplingParams,
+    prompt_key,
+    render_prompts,
+    sample_seed,
+)
+from eval.vllm_sampler import VLLMSampler
+
+# The protocol is defined in eval.sampling; callers import it from here, with the backends.
+__all__ = [
+    "DEFAULT_MAX_NEW_TOKENS",
+    "Sample",
+    "SamplingParams",
+    "TransformersSampler",
+    "VLLMSampler",
+    "make_sampler",
+    "prompt_key",
+    "render_prompts",
+    "sample_seed",
+    "vllm_available",
+]
 
 logger = logging.getLogger(__name__)
 
 
-# The one default length limit of a sample, for every caller that does not set its own (eval's command line,
-# the data filters' sampling steps, the recipes' traces): long enough for AIME-style reasoning.
-DEFAULT_MAX_NEW_TOKENS = 4096
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    """The sampling protocol, with the project's only sampling defaults. Evaluation reports it beside every
-    number it prints; the filters and the recipes' traces take it whole."""
-
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int | None = None
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k is not None and self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0 (0 or None: no limit), got {self.top_k}")
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One completion of one prompt."""
-
-    text: str
-    num_tokens: int  # generated tokens, the EOS included when the sample stopped
-    finish_reason: str  # "stop" (EOS reached) or "length" (max_new_tokens reached)
-    # Budget forcing (eval/budget.py) only: tokens before the end of thinking, whether the answer was forced
-    # at the budget, and how many times "Wait" replaced an early end of thinking.
-    thinking_tokens: int | None = None
-    forced_answer: bool | None = None
-    waits: int | None = None
-
-
-def sample_seed(seed: int, key: str, index: int) -> int:
-    """The seed of one sample's random stream: a stable 63-bit hash of (run seed, problem key, sample index)."""
-    digest = hashlib.blake2b(f"{seed}\0{key}\0{index}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") >> 1
-
-
-def prompt_key(prompt) -> str:
-    """A key for a prompt when the caller gives none: its text, hashed."""
-    return hashlib.sha1(repr(prompt).encode()).hexdigest()
-
-
-def render_prompts(
-    tokenizer,
-    prompts: list,
-    chat_template: str | None = None,
-    use_chat_template: bool = True,
-    template_kwargs: dict | None = None,
-):
-    """Chat-message prompts through the chat template (with the generation prompt); strings pass as they are.
-
-    `chat_template` overrides the tokenizer's template; `use_chat_template=False` joins the messages'
-    contents as plain text, for base models without a template. `template_kwargs` go to the template as
-    variables, e.g. {"enable_thinking": False} for Qwen3's non-thinking mode.
-    """
-    rendered = []
-    for prompt in prompts:
-        if isinstance(prompt, str):
-            rendered.append(prompt)
-        elif not use_chat_template:
-            rendered.append("\n\n".join(message["content"] for message in prompt))
-        else:
-            rendered.append(
-                tokenizer.apply_chat_template(
-                    prompt,
-                    tokenize=False,
-                    add_generation_prompt=True,
-                    chat_template=chat_template,
-                    **(template_kwargs or {}),
-                )
-            )
-    return rendered
-
-
-class _Sampler:
-    """What both backends share: chat rendering, `extend` through eval/continuation.py, and `close`."""
-
-    engine = "model"  # the attribute that holds the loaded model
-    extend_with = ""  # eval.continuation's function for this backend
-
-    def render(self, prompts: list) -> list[str]:
-        return render_prompts(
-            self.tokenizer, prompts, self.chat_template, self.use_chat_template, self.chat_template_kwargs
-        )
-
-    def extend(
-        self,
-        texts: list[str],
-        seeds: list[int],
-        params: SamplingParams,
-        max_new_tokens: int,
-        stop: str | None = None,
-        suppress: bool = False,
-    ):
-        """One continuation of each rendered text (eval/continuation.py says how it ends)."""
-        from eval import continuation
-
-        extend = getattr(continuation, self.extend_with)
-        return extend(self, texts, seeds, params, max_new_tokens, stop, suppress)
-
-    def close(self) -> None:
-        """Free the model before the next stage loads another (GPU memory); the sampler cannot sample after."""
-        setattr(self, self.engine, None)
-        _free_memory()
-
-
-class TransformersSampler(_Sampler):
+class TransformersSampler(SamplerBase):
     """Batched sampling with `model.generate` on a model already loaded. `batch_size` counts sequences."""
 
     backend = "transformers"
-    extend_with = "extend_with_transformers"
 
     def __init__(
         self,
@@ -197,7 +109,7 @@ class TransformersSampler(_Sampler):
             params.max_new_tokens,
             stop_ids,
         )
-        samples = [self._to_sample(tokens, stop_ids) for tokens in generated]
+        samples = [self.to_sample(tokens, stop_ids) for tokens in generated]
         if greedy:  # one greedy sample stands for all n
             return [[samples[index]] * params.n for index in range(len(texts))]
         return [samples[index * params.n : (index + 1) * params.n] for index in range(len(texts))]
@@ -240,8 +152,6 @@ class TransformersSampler(_Sampler):
                     ).to(self.model.device)
                     processors = LogitsProcessorList()
                     if suppress_ids:
-                        from eval.continuation import SuppressTokens
-
                         processors.append(SuppressTokens(suppress_ids))
                     if not greedy:
                         batch_seeds = seeds[start : start + self.batch_size]
@@ -268,93 +178,30 @@ class TransformersSampler(_Sampler):
                 self.model.train()
         return generated
 
-    def _to_sample(self, token_ids: list[int], stop_ids: set[int]) -> Sample:
+    def extend(self, request: ContinuationRequest) -> list[Continuation]:
+        """One continuation of each rendered text (eval/continuation.py says how it ends): EOS and a one-token
+        stop end decoding as EOS does, a longer stop ends HF's `generate` through `stop_strings`, and a held-open
+        round bans EOS, the stop and the other special tokens (`SuppressTokens`)."""
+        rows = (request.texts, request.seeds, request.params, request.max_new_tokens)
+        eos_ids = self._stop_ids()
+        stop, stop_id = request.stop, request.stop_id(self.tokenizer)
+        if request.suppress:
+            banned = sorted(eos_ids | set(held_open_bans(self.tokenizer, stop_id)))
+            generated = self._generate_ids(*rows, eos_ids, suppress_ids=banned)
+            return [cut_continuation(self.tokenizer, tokens, eos_ids) for tokens in generated]
+        ends = eos_ids | ({stop_id} if stop_id is not None else set())
+        stop_strings = [stop] if stop and stop_id is None else None
+        generated = self._generate_ids(*rows, ends, stop_strings=stop_strings)
+        return [cut_continuation(self.tokenizer, tokens, eos_ids, stop_id, stop) for tokens in generated]
+
+    def to_sample(self, token_ids: list[int], stop_ids: set[int]) -> Sample:
+        """The sample that generated ids make: cut at the first stop id (counted), else at length."""
         for position, token in enumerate(token_ids):
             if token in stop_ids:
                 return Sample(
                     self.tokenizer.decode(token_ids[:position], skip_special_tokens=True), position + 1, "stop"
                 )
         return Sample(self.tokenizer.decode(token_ids, skip_special_tokens=True), len(token_ids), "length")
-
-
-class VLLMSampler(_Sampler):
-    """vLLM's offline engine, one `SamplingParams` per problem so that each problem has its own seed."""
-
-    backend = "vllm"
-    engine = "llm"
-    extend_with = "extend_with_vllm"
-
-    def __init__(
-        self,
-        model: str,
-        tensor_parallel_size: int = 1,
-        gpu_memory_utilization: float = 0.9,
-        dtype: str = "auto",
-        max_model_len: int | None = None,
-        chat_template: str | None = None,
-        use_chat_template: bool = True,
-        seed: int = 0,
-        chat_template_kwargs: dict | None = None,
-    ):
-        try:
-            from vllm import LLM
-        except ImportError as error:
-            raise ImportError(
-                "the vLLM backend needs vLLM (GPU only): pip install -e '.[vllm]', or use --backend transformers"
-            ) from error
-        self.llm = LLM(
-            model=model,
-            tensor_parallel_size=tensor_parallel_size,
-            gpu_memory_utilization=gpu_memory_utilization,
-            dtype=dtype,
-            max_model_len=max_model_len,
-            seed=seed,
-        )
-        self.tokenizer = self.llm.get_tokenizer()
-        self.chat_template = chat_template
-        self.use_chat_template = use_chat_template
-        self.chat_template_kwargs = chat_template_kwargs
-
-    def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
-        from vllm import SamplingParams as VLLMParams
-
-        keys = keys or [prompt_key(prompt) for prompt in prompts]
-        texts = self.render(prompts)
-        greedy = params.temperature == 0
-        requests = [
-            VLLMParams(
-                n=1 if greedy else params.n,
-                temperature=params.temperature,
-                top_p=params.top_p,
-                top_k=params.top_k or -1,
-                max_tokens=params.max_new_tokens,
-                seed=None if greedy else sample_seed(params.seed, key, 0),
-            )
-            for key in keys
-        ]
-        outputs = self.llm.generate(texts, requests, use_tqdm=False)
-        results = []
-        for output in outputs:
-            samples = [
-                Sample(
-                    completion.text,
-                    len(completion.token_ids),
-                    "length" if completion.finish_reason == "length" else "stop",
-                )
-                for completion in output.outputs
-            ]
-            results.append(samples * params.n if greedy else samples)
-        return results
-
-
-def _free_memory() -> None:
-    import gc
-
-    gc.collect()
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def vllm_available() -> bool:

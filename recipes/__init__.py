@@ -1,6 +1,6 @@
-"""One script per pipeline stage (sft.py, grpo.py, rejection_sampling.py, distill.py) with its YAML configs;
-helpers shared by the recipes (configs, models, the training seam) in recipes.common; the RL trainers, each
-with its config, in recipes.trainers.
+"""One script per pipeline stage (sft.py, grpo.py, rejection_sampling.py, distill.py, reward_model.py) with its
+YAML configs; each recipe's own code in its wing, recipes.stages.<recipe> (the GRPO trainer and its config in
+recipes.stages.grpo); what two or more recipes use in recipes.common.
 May import: recipes, data_filters, eval, tasks and rewards; never scripts/ or tests/ (tests/test_layering.py checks).
 """
 

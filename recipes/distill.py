@@ -4,16 +4,16 @@
     python recipes/distill.py --config recipes/configs/demo/distill.yaml --mode on_policy
 
 How most small reasoning models are made (DeepSeek-R1-Distill-*: 800k R1 traces, plain SFT, no RL).
-`mode` chooses the stages (recipes/common/distill_stages.py):
+`mode` chooses the stages (recipes/stages/distill/stages.py):
 * `offline`: the teacher (a local folder or a Hub name; sampled with transformers or vLLM) writes
-  `samples_per_problem` traces per prompt -> with `verify_traces`, only the verified ones are kept, as R1
+  `sampling: {n}` traces per prompt -> with `verify_traces`, only the verified ones are kept, as R1
   did (recipes/common/traces.py: distinct, at most `max_per_problem` per prompt) -> the student is
   fine-tuned on them (recipes.common.sft_training.train_sft, the step sft.py runs);
 * `on_policy`: TRL's DistillationTrainer (Agarwal et al. 2024, "On-policy distillation"): the student
   writes the completions and learns the teacher's next-token distribution on them (generalised JSD;
   `beta` 0 = forward KL, 1 = reverse KL). Options under `on_policy:` in the YAML;
 * `both`: offline first, then on-policy from the offline student.
-The student (recipes/common/student.py) is `model_name_or_path`, or a fresh tiny model of architecture
+The student (recipes/stages/distill/student.py) is `model_name_or_path`, or a fresh tiny model of architecture
 `student_spec` (TinyModelSpec fields), or the teacher cut narrower by `student_prune`. Student and
 teacher must share the tokenizer: the on-policy loss compares their distributions token by token, and the
 offline traces are the teacher's text rendered by the student's chat template. Top to bottom: parse,
@@ -30,15 +30,15 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
-from recipes.common.arguments import DistillScriptArguments
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
-from recipes.common.distill_stages import distill_offline, distill_on_policy, on_policy_config
 from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template
-from recipes.common.student import TokenizerMismatchError, make_student
 from recipes.common.traces import evaluate_model, load_eval_rows
+from recipes.stages.distill.arguments import DistillScriptArguments
+from recipes.stages.distill.stages import distill_offline, distill_on_policy, on_policy_config
+from recipes.stages.distill.student import TokenizerMismatchError, make_student
 from tasks.files import write_json
 from tasks.schema import load_rows
 
@@ -62,7 +62,7 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
     if script_args.mode != "offline":  # its options checked now, not after the offline stage
         on_policy_config(training_args, script_args.on_policy, output_dir / "on_policy")
     set_seed(training_args.seed)
-    if_missing = "cold_start" if script_args.teacher_cold_start_if_missing else None
+    if_missing = "cold_start" if script_args.demo_model_if_missing else None
     teacher = resolve_model_path(script_args.teacher_model_name_or_path, if_missing=if_missing)
     student = make_student(script_args, model_args.model_name_or_path, teacher, output_dir)
     check_chat_template(load_tokenizer(student), training_args)
@@ -103,14 +103,15 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
 
 
 def make_parser() -> RecipeParser:
-    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
+    """This recipe's command line: its dataclasses (TRL's imported here, when it is built), its default config and
+    the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
     return RecipeParser(
         (DistillScriptArguments, SFTConfig, ModelConfig),
         DEFAULT_CONFIG,
-        user_errors=(ChatTemplateError, TokenizerMismatchError),
-        description=__doc__,
+        (ChatTemplateError, TokenizerMismatchError),
+        __doc__,
     )
 
 

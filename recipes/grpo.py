@@ -7,10 +7,10 @@
 
 The three algorithms are three YAML files for this one script: they differ in GRPOConfig's `loss_type`,
 `scale_rewards`, `beta` and `epsilon_high`, and in our `dynamic_sampling`. Top to bottom: parse the
-config (this recipe's own options: recipes.common.arguments.GRPOScriptArguments; the trainer's:
-recipes.trainers.grpo.RLVRGRPOConfig), build the trainer (recipes.common.grpo_setup: the model, the demo's
+config (this recipe's own options: recipes.stages.grpo.arguments.GRPOScriptArguments; the trainer's:
+recipes.stages.grpo.trainer.RLVRGRPOConfig), build the trainer (recipes.stages.grpo.setup: the model, the demo's
 shipped cold start copied into place if it is missing, the rows, the rewards from the registry and the gold
-rewards watched beside them, the monitor), train (recipes.trainers.grpo adds dynamic sampling and the
+rewards watched beside them, the monitor), train (recipes.stages.grpo.trainer adds dynamic sampling and the
 curriculum to TRL's trainer, cheaper rollouts, and times each step's phases; with stop_on_reward_hacking, a
 run the monitor stops goes back to its last checkpoint from before the divergence), save the model, the
 tokenizer and a run card (with `timing`: mean seconds per phase, tokens and FLOP/s over the run).
@@ -24,12 +24,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
-from recipes.common.arguments import GRPOScriptArguments
-from recipes.common.checkpoints import restore_before_divergence, resume_point
+from recipes.common.checkpoints import restore_before_divergence, train_resuming
 from recipes.common.config import RecipeParser
-from recipes.common.grpo_setup import build_trainer, distributed_setup
-from recipes.common.model import save_for_inference
+from recipes.common.model import save_trainer_for_inference
 from recipes.common.run_card import write_run_card
+from recipes.stages.grpo.arguments import GRPOScriptArguments
+from recipes.stages.grpo.setup import build_trainer, distributed_setup
 
 logger = logging.getLogger("recipes.grpo")
 
@@ -42,12 +42,12 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
 
     set_seed(training_args.seed)
     trainer, monitor, model_path, tokenizer, rows = build_trainer(script_args, training_args, model_args)
-    trainer.train(resume_from_checkpoint=resume_point(training_args, training_args.output_dir, trainer.model))
+    train_resuming(trainer, training_args, training_args.output_dir)
     hacking = monitor.hacking  # the first suspected reward hacking (gold_rewards), or None
     if hacking and script_args.stop_on_reward_hacking:
         hacking["restored_checkpoint"] = restore_before_divergence(trainer, training_args.output_dir, hacking)
 
-    save_for_inference(
+    save_trainer_for_inference(
         trainer, training_args.output_dir, tokenizer, merge_lora=script_args.merge_lora, started_from=model_path
     )
     if trainer.accelerator.is_main_process:
@@ -65,7 +65,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
                 "final_step": trainer.state.global_step,
                 "processes": trainer.accelerator.num_processes,
                 "distributed": distributed_setup(trainer.accelerator),
-                "timing": trainer.step_timing.summary(),  # recipes.common.step_timing: this process's steps
+                "timing": trainer.step_timing.summary(),  # recipes.stages.grpo.step_timing: this process's steps
             },
         )
     logger.info("saved to %s", training_args.output_dir)
@@ -76,7 +76,7 @@ def make_parser() -> RecipeParser:
     """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
     from trl import ModelConfig
 
-    from recipes.trainers.grpo import RLVRGRPOConfig  # trl.GRPOConfig with the trainer's own options
+    from recipes.stages.grpo.config import RLVRGRPOConfig  # trl.GRPOConfig with the trainer's own options
 
     return RecipeParser((GRPOScriptArguments, RLVRGRPOConfig, ModelConfig), DEFAULT_CONFIG, description=__doc__)
 

@@ -3,7 +3,7 @@
     python -m recipes.plot_curves artifacts/demo/dapo --out dapo.png
     python -m recipes.plot_curves runs/grpo runs/dapo --metrics reward entropy groups/std_mean --out compare.png
 
-Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.trainers.monitor: each logged number,
+Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.monitor: each logged number,
 whatever `report_to` and `save_strategy` say), and that file is read first. A run folder without it (a run
 made by another tool or an older version) is read from the `log_history` of its trainer_state.json, in the
 folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged
@@ -13,11 +13,12 @@ that no run logged is an error that lists the names the runs have and suggests t
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import sys
 from pathlib import Path
+
+from rewards.names import did_you_mean
 
 logger = logging.getLogger("recipes.plot_curves")
 
@@ -73,8 +74,8 @@ def check_metrics(metrics: list[str], logged: set[str], runs: list[Path]) -> Non
     for metric in metrics:
         if metric in logged:
             continue
-        close = difflib.get_close_matches(metric, sorted(logged), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean([metric], sorted(logged), cutoff=0.6, quote=True)
+        hint = f"; {hint}" if hint else ""
         raise ValueError(
             f"no run logged the metric {metric!r}{hint} ({', '.join(map(str, runs))} logged: "
             f"{', '.join(sorted(logged)) or 'nothing'})"

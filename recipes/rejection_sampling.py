@@ -4,7 +4,7 @@
     python recipes/rejection_sampling.py --config recipes/configs/demo/rejection_sampling.yaml --num_rounds 1
 
 Each round (R1 uses one large round of this after reasoning RL; ReST-EM and STaR iterate it):
-  1. sample `samples_per_problem` completions per training problem from the current model;
+  1. sample `sampling: {n}` completions per training problem from the current model;
   2. score each with the row's own verifier and keep the correct ones: distinct, at most
      `max_per_problem` per problem, at `random` or `shortest` first (recipes/common/traces.py);
   3. with `star_rationalization`, sample the problems still unsolved again with the gold answer as a hint
@@ -13,7 +13,7 @@ Each round (R1 uses one large round of this after reasoning RL; ReST-EM and STaR
      the previous round's model (`train_from: previous`);
   5. evaluate pass@1 on held-out problems.
 Round K writes `round_K/dataset.jsonl` as soon as it is sampled and `round_K/stats.json` (problems
-solved, new problems solved, samples kept, pass@1 before and after; recipes/common/rounds.py); a rerun
+solved, new problems solved, samples kept, pass@1 before and after; recipes/stages/rejection_sampling/rounds.py); a rerun
 skips a complete round and trains a sampled one from its dataset, unless the model, the data or the
 options changed since (recipes/common/fingerprint.py): then it and the rounds after it are redone. The
 loop stops early when a round solves no problem that earlier rounds had not. At the end, `summary.json`
@@ -28,14 +28,16 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
-from recipes.common.arguments import RejectionSamplingArguments
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
+from recipes.common.data import kept_rows_as_conversations
 from recipes.common.model import load_tokenizer, resolve_model_path
-from recipes.common.rounds import previously_solved, read_round, round_fingerprint, sample_round
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
-from recipes.common.traces import evaluate_model, load_eval_rows, to_conversations
+from recipes.common.traces import evaluate_model, load_eval_rows
+from recipes.stages.rejection_sampling.arguments import RejectionSamplingArguments
+from recipes.stages.rejection_sampling.rounds import previously_solved, read_round, round_fingerprint, sample_round
+from recipes.stages.rejection_sampling.state import Phase
 from tasks.files import read_jsonl, write_json
 from tasks.schema import load_rows
 
@@ -50,7 +52,7 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
 
     require_single_process("rejection_sampling")
     set_seed(training_args.seed)
-    if_missing = "cold_start" if script_args.cold_start_if_missing else None
+    if_missing = "cold_start" if script_args.demo_model_if_missing else None
     base_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     # the SFT of each round needs a template that can end turns with EOS and mask the loss: say so before
     # the baseline evaluation and all the sampling, not after them
@@ -64,41 +66,41 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
     current, history = base_path, []
     for k in range(1, script_args.num_rounds + 1):
         round_dir = output_dir / f"round_{k}"
-        stats = read_round(round_dir, k, fingerprint)
-        if stats.get("complete"):
+        state = read_round(round_dir, k, fingerprint)
+        if state.finished:
             logger.info("round %d: complete in %s, skipped", k, round_dir)
-            history.append(stats)
-            if stats.get("stopped"):
+            history.append(state)
+            if state.phase is Phase.STOPPED:
                 break
-            current = stats["model"]
+            current = state.model
             continue
 
-        if (round_dir / "dataset.jsonl").is_file() and stats.get("sampled"):  # sampled, then interrupted
+        if state.phase is Phase.SAMPLED:  # sampled, then interrupted
             logger.info("round %d: reusing the samples in %s", k, round_dir / "dataset.jsonl")
-            kept, before = read_jsonl(round_dir / "dataset.jsonl"), stats.get("pass@1_before")
+            kept = read_jsonl(round_dir / "dataset.jsonl")
         else:
-            kept, stats, before = sample_round(
+            kept, state = sample_round(
                 script_args, current, rows, eval_rows, round_dir=round_dir, k=k, seed=training_args.seed,
                 fingerprint=fingerprint, previous=history[-1] if history else None,
             )  # fmt: skip
         new = {row["id"] for row in kept if not row.get("rationalized")} - previously_solved(output_dir, k)
-        stats.update({"new_problems_solved": len(new), "pass@1_before": before})
+        state.new_problems_solved = len(new)
         logger.info(
             "round %d: %d problems solved (%d new), %d samples kept",
-            k, stats["problems_solved"], len(new), stats["samples_kept"] + stats.get("rationalized_kept", 0),
+            k, state.counts["problems_solved"], len(new), state.samples_kept,
         )  # fmt: skip
         if not new:
-            stats.update(complete=True, stopped="no new problem solved", model=str(current))
-            write_json(round_dir / "stats.json", stats)
-            history.append(stats)
+            state.phase, state.stopped_because, state.model = Phase.STOPPED, "no new problem solved", str(current)
+            write_json(round_dir / "stats.json", state.to_json())
+            history.append(state)
             logger.warning("round %d solved no new problem: stopping (model stays %s)", k, current)
             break
-        write_json(round_dir / "stats.json", stats)
+        write_json(round_dir / "stats.json", state.to_json())
 
         start = base_path if script_args.train_from == "base" else current
         current = train_sft(
             start,
-            to_conversations(kept, str(round_dir / "dataset.jsonl")),
+            kept_rows_as_conversations(kept, str(round_dir / "dataset.jsonl")),
             training_args,
             model_args,
             output_dir=round_dir / "model",
@@ -106,14 +108,15 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
             card_configs={"script": script_args, "training": training_args, "model": model_args},
             card_extra={"recipe": "rejection_sampling", "round": k, "samples_kept": len(kept)},
         )
-        after = evaluate_model(script_args, current, eval_rows, training_args.seed)
-        stats.update(complete=True, model=str(current), **{"pass@1_after": after})
-        write_json(round_dir / "stats.json", stats)
-        history.append(stats)
+        state.pass_at_1_after = evaluate_model(script_args, current, eval_rows, training_args.seed)
+        state.phase, state.model = Phase.TRAINED, str(current)
+        write_json(round_dir / "stats.json", state.to_json())
+        history.append(state)
+        before, after = state.pass_at_1_before, state.pass_at_1_after
         if before and after:
             logger.info("round %d: held-out pass@1 %.3f -> %.3f", k, before["pass@1"], after["pass@1"])
 
-    summary = {"rounds": history, "final_model": str(current)}
+    summary = {"rounds": [state.to_json() for state in history], "final_model": str(current)}
     write_json(output_dir / "summary.json", summary)
     write_run_card(
         output_dir,
@@ -126,14 +129,12 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
 
 
 def make_parser() -> RecipeParser:
-    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
+    """This recipe's command line: its dataclasses (TRL's imported here, when it is built), its default config and
+    the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
     return RecipeParser(
-        (RejectionSamplingArguments, SFTConfig, ModelConfig),
-        DEFAULT_CONFIG,
-        user_errors=(ChatTemplateError,),
-        description=__doc__,
+        (RejectionSamplingArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, (ChatTemplateError,), __doc__
     )
 
 

@@ -3,19 +3,19 @@
     python recipes/reward_model.py                       # embedded default: the tiny cold start, synthetic 5-10
     python recipes/reward_model.py --config recipes/configs/smollm2-135m/reward_model.yaml
 
-1. sample `samples_per_problem` completions per training problem from the policy (model_name_or_path, the
+1. sample `sampling: {n}` completions per training problem from the policy (model_name_or_path, the
    model whose samples the ORM will judge), each labelled by its row's verifier (eval's sampler and scoring);
 2. pair them: chosen = a correct completion, rejected = a wrong one of the SAME prompt, at most
    `max_pairs_per_problem` per problem, drawn at random (seeded by the seed and the problem id); a problem
    with only correct or only wrong samples gives none; with `require_stop` a completion cut at the length
-   limit is neither (recipes/common/orm.py says why). `pairs.jsonl` is written at once, and a rerun with the
+   limit is neither (recipes/stages/reward_model/pairs.py says why). `pairs.jsonl` is written at once, and a rerun with the
    same policy, data and sampling options reuses it;
 3. train a one-output sequence classifier on the pairs with TRL's RewardTrainer (Bradley-Terry loss) from
    `reward_base` (default: the policy itself, with a new head); with `use_peft`, a SEQ_CLS LoRA whose head is
    trained in full, saved merged (a plain model) unless `merge_lora: false` (then the adapter alone). The
    model and its tokenizer are saved in output_dir: AutoModelForSequenceClassification.from_pretrained loads
    it, and the `reward_model` reward scores with it;
-4. evaluate with that reward's own scorer (rewards.learned.SequenceScorer), so the numbers are the reward's:
+4. evaluate with that reward's own scorer (rewards.learned.reward_models.SequenceScorer), so the numbers are the reward's:
    pairwise accuracy on pairs of held-out problems built the same way; the verdict `score > threshold`, the
    threshold set on the training pairs (`threshold`: the accuracy-maximising cut, or the midpoint of the mean
    chosen and rejected scores); on fresh samples of the held-out problems (seed + 1), the verdicts' agreement
@@ -36,8 +36,9 @@ if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
 from recipes.common.model import resolve_model_path
-from recipes.common.orm import NoPairsError, RewardModelArguments
-from recipes.common.orm_training import (
+from recipes.common.run_card import write_run_card
+from recipes.stages.reward_model.pairs import NoPairsError, RewardModelArguments
+from recipes.stages.reward_model.training import (
     PolicySamples,
     eval_source,
     evaluate_orm,
@@ -45,7 +46,6 @@ from recipes.common.orm_training import (
     samples_fingerprint,
     train_orm,
 )
-from recipes.common.run_card import write_run_card
 from tasks.files import write_json
 from tasks.schema import load_rows
 
@@ -58,11 +58,11 @@ def main(script_args: RewardModelArguments, training_args, model_args) -> Path:
     """Sample, pair, train, evaluate; returns the folder of the trained ORM (output_dir)."""
     from transformers import set_seed
 
-    from rewards.learned import SequenceScorer
+    from rewards.learned.reward_models import SequenceScorer
 
     require_single_process("reward_model")
     set_seed(training_args.seed)
-    if_missing = "cold_start" if script_args.cold_start_if_missing else None
+    if_missing = "cold_start" if script_args.demo_model_if_missing else None
     policy = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     reward_base = resolve_model_path(script_args.reward_base or policy)
     rows = list(load_rows(script_args))
@@ -122,15 +122,11 @@ def main(script_args: RewardModelArguments, training_args, model_args) -> Path:
 
 
 def make_parser() -> RecipeParser:
-    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
+    """This recipe's command line: its dataclasses (TRL's imported here, when it is built), its default config and
+    the errors that are the user's."""
     from trl import ModelConfig, RewardConfig
 
-    return RecipeParser(
-        (RewardModelArguments, RewardConfig, ModelConfig),
-        DEFAULT_CONFIG,
-        user_errors=(NoPairsError,),
-        description=__doc__,
-    )
+    return RecipeParser((RewardModelArguments, RewardConfig, ModelConfig), DEFAULT_CONFIG, (NoPairsError,), __doc__)
 
 
 def cli(argv: list[str] | None = None) -> Path:

@@ -5,7 +5,7 @@
     accelerate launch --config_file recipes/accelerate/zero3.yaml recipes/sft.py \\
         --config recipes/configs/qwen2.5-math-1.5b/sft_cold_start.yaml
 
-Top to bottom: parse the config (this recipe's own options: recipes.common.arguments.SFTScriptArguments),
+Top to bottom: parse the config (this recipe's own options: recipes.stages.sft.arguments.SFTScriptArguments),
 load the tokenizer and check that an assistant turn ends with EOS, load the rows and turn them into
 conversations, train with TRL's SFTTrainer (loss on the assistant's tokens only, EOS included; `packing:
 true` packs short conversations into full rows; `use_peft: true` trains a LoRA adapter), save the model,
@@ -21,11 +21,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
-from recipes.common.arguments import SFTScriptArguments
 from recipes.common.config import RecipeParser
 from recipes.common.data import to_sft_conversations
 from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
+from recipes.stages.sft.arguments import SFTScriptArguments
 from tasks.schema import load_rows
 
 logger = logging.getLogger("recipes.sft")
@@ -38,7 +38,7 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
     from transformers import set_seed
 
     set_seed(training_args.seed)
-    if_missing = "tiny" if script_args.build_tiny_model else None
+    if_missing = "tiny" if script_args.demo_model_if_missing else None
     model_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
     check_chat_template(tokenizer, training_args)  # EOS ends a turn, the loss mask works: fail in seconds
@@ -67,15 +67,11 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
 
 
 def make_parser() -> RecipeParser:
-    """This recipe's command line: its dataclasses, its default config and the errors that are the user's."""
+    """This recipe's command line: its dataclasses (TRL's imported here, when it is built), its default config and
+    the errors that are the user's."""
     from trl import ModelConfig, SFTConfig
 
-    return RecipeParser(
-        (SFTScriptArguments, SFTConfig, ModelConfig),
-        DEFAULT_CONFIG,
-        user_errors=(ChatTemplateError,),
-        description=__doc__,
-    )
+    return RecipeParser((SFTScriptArguments, SFTConfig, ModelConfig), DEFAULT_CONFIG, (ChatTemplateError,), __doc__)
 
 
 def cli(argv: list[str] | None = None) -> Path:

@@ -1,18 +1,21 @@
-"""Row options every scorer reads alike: the `require_number` column and yes/no values as rows write them.
+"""Options every scorer and config reads alike: the `require_number` column, yes/no values as rows write them,
+and numbers as YAML 1.1 leaves them.
 
 Kept apart from rewards.verdicts so the math verifier (which reads them) and the verdicts (which call the math
 verifier) do not import each other."""
 
 from __future__ import annotations
 
+import re
+
 # A math row's column that asks for a number literal where its gold is a number (rewards.math.literal).
 REQUIRE_NUMBER = "require_number"
 _YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
-def choice_of(value) -> bool:
-    """A yes/no option as a row or a config may write it: a bool, None (no), 0/1, or "true"/"false" text
-    (a CSV or a hand-written JSONL), which `bool()` would read as yes whatever it says."""
+def is_yes(value) -> bool:
+    """Whether a yes/no option says yes, as a row or a config may write it: a bool, None (no), 0/1, or
+    "true"/"false" text (a CSV or a hand-written JSONL), which `bool()` would read as yes whatever it says."""
     if isinstance(value, str):
         return value.strip().lower() in _YES
     return bool(value)
@@ -23,3 +26,17 @@ def is_choice(value) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in (*_YES, *_NO)
     return value is None or isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1))
+
+
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # only what YAML 1.1 leaves a string
+
+
+def yaml_numbers(value):
+    """`1e-4` means the number: PyYAML (YAML 1.1) leaves exponents without a dot as strings. Mappings and lists
+    are read through; any other value is returned as it is. The reward registry and the recipes' config parser
+    both read YAML written by hand, and both read numbers by this rule."""
+    if isinstance(value, dict):
+        return {key: yaml_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [yaml_numbers(item) for item in value]
+    return float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value

@@ -22,17 +22,17 @@ one line naming the entry before any model loads.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import os
-import re
 import types
 import typing
 from collections.abc import Callable
 
 from rewards import external
 from rewards.external import is_reference, resolve
+from rewards.names import did_you_mean
+from rewards.options import yaml_numbers
 
 RewardFn = Callable[..., list]
 
@@ -48,7 +48,7 @@ _EXTERNAL: dict[str, tuple[Callable[..., RewardFn], bool]] = {}
 # importing one reward module does not import them all), except these and what is under them. The sandbox
 # registers no reward and half of it is files that its launcher runs by path, in a child process; the worker
 # is the entry point of a math-verify subprocess.
-_NOT_REWARD_MODULES = ("rewards.sandbox", "rewards.math.worker")
+_NOT_REWARD_MODULES = ("rewards.code.sandbox", "rewards.math.worker")
 _builtins_loaded = False
 
 
@@ -85,8 +85,8 @@ class UnknownRewardError(RewardConfigError):
 
 def _did_you_mean(word: str, options) -> str:
     """'; did you mean 'x'? ' for the nearest of `options` (a typo's likeliest fix), else '; '."""
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}? " if close else "; "
+    hint = did_you_mean([word], options, cutoff=0.6, quote=True)
+    return f"; {hint} " if hint else "; "
 
 
 def register(name: str, accuracy: bool = False):
@@ -231,14 +231,6 @@ def _checked_types(factory, params: dict) -> dict:
     return checked
 
 
-_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-
-def _yaml_number(value):
-    """'1e-3' as the number: a YAML file read as YAML 1.1 (PyYAML) leaves exponents without a dot as strings."""
-    return float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value
-
-
 def _weight(value) -> float:
     """A weight as YAML gives it: a number, or a string YAML 1.1 did not read as one ('1e-3')."""
     if isinstance(value, bool):
@@ -257,7 +249,7 @@ def _build_one(index: int, spec, field: str) -> tuple[RewardFn, float]:
         raise UnknownRewardError(
             f"{field}[{index}] = {spec!r}: expected a mapping with a 'name' key, e.g. {{name: math_accuracy, weight: 1.0}}"
         )
-    params = {key: _yaml_number(value) for key, value in spec.items()}
+    params = {key: yaml_numbers(value) for key, value in spec.items()}
     name = params.pop("name")
     if not isinstance(name, str):
         raise UnknownRewardError(f"{field}[{index}]: name {name!r} is not a string; available: {available_rewards()}")

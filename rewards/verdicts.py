@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from rewards.options import REQUIRE_NUMBER, choice_of, is_choice  # noqa: F401  (the row contract names them)
+from rewards.options import REQUIRE_NUMBER, is_choice, is_yes  # noqa: F401  (the row contract names them)
 
 VERIFIERS = ("math", "code")
 DEFAULT_VERIFIER = "math"  # a row with no `verifier` (or an empty one) is a math row
@@ -87,7 +87,7 @@ def score_completions(
         for index, verdict in zip(indices, verdicts, strict=True):
             scores[index] = Score(verdict.correct, verdict.extracted, verdict.reason)
     if by_verifier.get("code"):
-        from rewards.code import verify_code_batch
+        from rewards.code.verifier import verify_code_batch
 
         indices = by_verifier["code"]
         verdicts = verify_code_batch(

@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> dict:
     if args.model is not None:
         base = args.model
     else:
-        from recipes.common.offline_models import get_offline_model
+        from offline_models import get_offline_model
 
         base = get_offline_model("smollm2-135m-instruct", args.model_dir)
     dapo_config = CONFIGS / ("dapo.yaml" if args.full_weights else "dapo_lora.yaml")

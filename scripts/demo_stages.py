@@ -167,8 +167,7 @@ class Demo:
         extra = ["--num_rounds", "1", "--dataset_name", "synthetic:5-12", "--dataset_seed", "3"]
         extra += ["--eval_samples_per_problem", "0"]  # the demo evaluates every stage itself
         if self.fast:
-            extra += ["--dataset_num_rows", "2", "--samples_per_problem", "2", "--max_steps", "2"]
-            extra += ["--sample_max_new_tokens", "16"]
+            extra += ["--dataset_num_rows", "2", "--max_steps", "2", "--sampling", "{n: 2, max_new_tokens: 16}"]
         else:
             extra += ["--dataset_num_rows", "60"]
         argv = self.recipe_argv("demo/rejection_sampling.yaml", output, model, extra)
@@ -185,7 +184,7 @@ class Demo:
 
         # The student is cut from the teacher (a quarter of its MLP width: 0.25 M of 0.54 M parameters) and
         # recovered on the teacher's verified traces: Minitron's prune-then-distill, a few hundred steps where a
-        # student of that size trained from scratch needs two thousand (recipes/common/prune.py).
+        # student of that size trained from scratch needs two thousand (recipes/stages/distill/prune.py).
         config = yaml.safe_load((CONFIG_DIR / "demo" / "distill.yaml").read_text())
         config.pop("student_spec", None)
         config.update(
@@ -198,7 +197,8 @@ class Demo:
             max_steps=2 if self.fast else 300,
         )
         if self.fast:  # a model trained for 8 steps writes no correct trace; the plumbing runs on unverified ones
-            config.update(sample_max_new_tokens=16, verify_traces=False)
+            config["sampling"]["max_new_tokens"] = 16
+            config["verify_traces"] = False
         output.mkdir(parents=True, exist_ok=True)
         config_path = output / "demo_config.yaml"
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -15,13 +15,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from recipes.common.config import setup_logging
-from recipes.common.offline_models import (
+from offline_models import (
     OFFLINE_MODELS,
     OfflineModelError,
     PackageUnavailableError,
     get_offline_model,
 )
+
+from recipes.common.config import setup_logging
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from rewards.verdicts import REQUIRE_NUMBER, choice_of, is_choice, verifier_problem
+from rewards.verdicts import REQUIRE_NUMBER, is_choice, is_yes, verifier_problem
 
 ON_ERROR = ("raise", "drop")
 # Schema fields a field map may name, besides the question ('problem', alias 'question') and 'answer'.
@@ -83,7 +83,7 @@ class DataArguments:
         if self.require_number is not None:
             if not is_choice(self.require_number):
                 raise ValueError(f"require_number must be true, false or unset, got {self.require_number!r}")
-            self.require_number = choice_of(self.require_number)
+            self.require_number = is_yes(self.require_number)
         if self.verifier is not None and (problem := verifier_problem(self.verifier)):
             raise ValueError(f"verifier {problem}")
         if self.user_template is not None and "{problem}" not in self.user_template:

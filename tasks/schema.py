@@ -217,7 +217,7 @@ def _row_problem(out: dict, row: dict, verifier: str, answer_column: str) -> tup
     tests = out.get("tests", row.get("tests"))
     if tests is None or (isinstance(tests, str) and not tests.strip()):
         return "tests", f"is {tests!r}; a code row needs tests (stdin/stdout pairs or asserts)"
-    from rewards.code_tests import parse_tests
+    from rewards.code.tests_format import parse_tests
 
     try:
         parse_tests(tests)

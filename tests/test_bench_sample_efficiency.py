@@ -132,7 +132,7 @@ def test_every_variant_is_the_config_it_claims_as_recipes_grpo_parses_it(tmp_pat
     """Each variant's flags through recipes/grpo.py's own parser: the ablated field, and only it, changes."""
     from recipes import grpo
     from recipes.common.config import parse_recipe_args
-    from recipes.trainers.grpo import variance_reward_names
+    from recipes.stages.grpo.config import variance_reward_names
 
     runs = load("sample_efficiency_runs")
     args = SimpleNamespace(model=tmp_path / "cold", steps=6, save_steps=3, fast=False)

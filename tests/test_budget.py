@@ -10,7 +10,7 @@ import pytest
 
 from eval import evaluate
 from eval.budget import BudgetForcing, BudgetSampler
-from eval.continuation import Continuation
+from eval.continuation import Continuation, ContinuationRequest
 from eval.sampler import SamplingParams, TransformersSampler
 
 PROMPT = [{"role": "user", "content": "a=1 b=a. Find b."}]
@@ -29,10 +29,11 @@ class ScriptedBackend:
     def render(self, prompts):
         return ["<|user|>" + prompt[-1]["content"] + "<|eos|><|assistant|>" for prompt in prompts]
 
-    def extend(self, texts, seeds, params, max_new_tokens, stop=None, suppress=False):
+    def extend(self, request: ContinuationRequest):
+        max_new_tokens, stop, suppress = request.max_new_tokens, request.stop, request.suppress
         self.requests.append((max_new_tokens, stop, suppress))
         out = []
-        for _ in texts:
+        for _ in request.texts:
             if suppress:
                 out.append(Continuation("y" * max_new_tokens, max_new_tokens, "length"))
             elif stop is None:  # the answer
@@ -115,7 +116,7 @@ def test_an_end_of_thinking_found_inside_the_text_ends_the_thinking_there(tiny_t
     """A stop spelt over several tokens cannot be banned; when it shows up in the text, thinking ends there."""
     backend = ScriptedBackend(tiny_tokenizer)
     script = iter([Continuation("ab</think>zz", 7, "length"), Continuation("7}", 3, "eos")])
-    backend.extend = lambda texts, *args: [next(script)]
+    backend.extend = lambda request: [next(script)]
     sample = one_sample(backend, budget=20)
     assert sample.text == "ab</think>7}" and not sample.forced_answer
     assert (sample.thinking_tokens, sample.num_tokens) == (2, 2 + 1 + 3)  # "zz" dropped: 3 tokens, not 7

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from eval.budget import BudgetForcing, BudgetSampler, with_thinking_switch
-from eval.continuation import SuppressTokens, cut_continuation
+from eval.continuation import ContinuationRequest, SuppressTokens, cut_continuation
 from eval.sampler import SamplingParams, TransformersSampler, make_sampler, render_prompts
 
 PROMPT = [{"role": "user", "content": "a=1 b=a. Find b."}]
@@ -66,9 +66,10 @@ def test_transformers_extend_suppresses_eos_and_the_end_of_thinking(tiny_model, 
     handle = tiny_model.lm_head.register_forward_hook(push)
     try:
         params = SamplingParams(temperature=0.0)
-        free = sampler.extend(["<|user|>x<|eos|><|assistant|>"], [0], params, 5, "</think>")[0]
+        free = sampler.extend(ContinuationRequest(["<|user|>x<|eos|><|assistant|>"], [0], params, 5, "</think>"))[0]
         assert (free.text, free.num_tokens, free.ended) == ("", 1, "</think>")
-        held = sampler.extend(["<|user|>x<|eos|><|assistant|>"], [0], params, 5, "</think>", suppress=True)[0]
+        held_open = ContinuationRequest(["<|user|>x<|eos|><|assistant|>"], [0], params, 5, "</think>", suppress=True)
+        held = sampler.extend(held_open)[0]
         assert held.ended == "length" and held.num_tokens == 5
         assert len(ids(tiny_tokenizer, held.text)) == 5 and "</think>" not in held.text  # 5 visible tokens
     finally:
@@ -102,7 +103,7 @@ def test_vllm_extend_builds_stop_and_min_tokens_requests(monkeypatch, tiny_token
     assert sampler.chat_template_kwargs == {"enable_thinking": True}
     params = SamplingParams(temperature=0.7, top_p=0.9, seed=3)
     texts = ["<|assistant|>a", "<|assistant|>b", "<|assistant|>c", "<|assistant|>d"]
-    out = sampler.extend(texts, [11, 12, 13, 14], params, 9, "</think>")
+    out = sampler.extend(ContinuationRequest(texts, [11, 12, 13, 14], params, 9, "</think>"))
     assert seen["prompts"][0] == {"prompt_token_ids": ids(tiny_tokenizer, "<|assistant|>a")}  # no second BOS
     first = seen["requests"][0]
     assert (first["max_tokens"], first["min_tokens"], first["stop"], first["stop_token_ids"], first["seed"]) == (
@@ -111,7 +112,7 @@ def test_vllm_extend_builds_stop_and_min_tokens_requests(monkeypatch, tiny_token
     assert [(c.text, c.num_tokens, c.ended) for c in out] == [
         ("ab", 3, "</think>"), ("abc", 4, "</think>"), ("ab", 3, "eos"), ("abcde", 5, "length"),
     ]  # fmt: skip
-    sampler.extend(texts[:1], [5], params, 4, "</think>", suppress=True)
+    sampler.extend(ContinuationRequest(texts[:1], [5], params, 4, "</think>", suppress=True))
     held = seen["requests"][0]
     assert (held["min_tokens"], held["max_tokens"], held["stop"]) == (4, 4, None)
     # held open, EOS, </think> and the other special tokens (pad, role markers) are banned through min_tokens

@@ -1,4 +1,4 @@
-"""Issue 25's two further savings in a GRPO step (recipes/trainers/decoding.py): a LoRA policy samples from its
+"""Issue 25's two further savings in a GRPO step (recipes/stages/grpo/compact_generation.py): a LoRA policy samples from its
 merged weights and gets its base weights back bit for bit; rows with zero advantage leave the loss pass without
 changing the update."""
 
@@ -9,7 +9,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from recipes.common.model import SHIPPED_COLD_START
-from recipes.trainers.decoding import drop_zero_advantage_rows, merged_lora
+from recipes.stages.grpo.compact_generation import merged_lora
+from recipes.stages.grpo.zero_advantage import drop_zero_advantage_rows
 
 
 def lora_model(seed: int = 3):
@@ -117,7 +118,8 @@ def _one_dapo_step(tmp_path, skip: bool, loss_type: str = "dapo", beta: float = 
     from datasets import Dataset
 
     from recipes.common.model import load_tokenizer
-    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows
 
     def reward(completions, answer, **kwargs):
@@ -155,12 +157,12 @@ def test_skipping_zero_advantage_rows_leaves_the_update_as_it_was(tmp_path):
 
 
 def test_zero_advantage_rows_stay_where_they_can_change_the_loss(tmp_path):
-    from recipes.trainers.grpo import RLVRGRPOConfig
+    from recipes.stages.grpo.config import RLVRGRPOConfig
 
     def droppable(**options):
         from types import SimpleNamespace
 
-        from recipes.trainers.grpo import RLVRGRPOTrainer
+        from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
         args = RLVRGRPOConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True, **options)
         fake = SimpleNamespace(
@@ -184,7 +186,7 @@ def test_several_processes_keep_every_row():
     from collections import defaultdict
     from types import SimpleNamespace
 
-    from recipes.trainers.decoding import ZeroAdvantageMixin
+    from recipes.stages.grpo.zero_advantage import ZeroAdvantageMixin
 
     inputs = {"advantages": torch.tensor([0.0, 1.0, 0.0, -1.0]), "completion_ids": torch.ones(4, 3)}
     metrics = {"train": defaultdict(list)}

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from recipes import grpo
 from recipes.common.checkpoints import resume_point
-from recipes.common.grpo_setup import BuiltTrainer
+from recipes.stages.grpo.setup import BuiltTrainer
 
 
 def make_checkpoints(folder, *steps):
@@ -59,7 +59,7 @@ def test_grpo_follows_the_same_rule(tmp_path, monkeypatch):
     )
     built = BuiltTrainer(trainer, SimpleNamespace(warnings=[], hacking=None), "model", None, [])
     monkeypatch.setattr(grpo, "build_trainer", lambda *args, **kwargs: built)
-    monkeypatch.setattr(grpo, "save_for_inference", lambda *args, **kwargs: None)
+    monkeypatch.setattr(grpo, "save_trainer_for_inference", lambda *args, **kwargs: None)
     script = SimpleNamespace(merge_lora=False)
     training = SimpleNamespace(seed=0, output_dir=str(tmp_path / "out"), resume_from_checkpoint="true")
     assert grpo.main(script, training, SimpleNamespace()) == tmp_path / "out"

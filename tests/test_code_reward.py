@@ -1,4 +1,4 @@
-"""rewards.code: code extraction, the two test formats, and the code_pass_rate / code_binary rewards."""
+"""rewards.code.verifier: code extraction, the two test formats, and the code_pass_rate / code_binary rewards."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import time
 import pytest
 
 from rewards import get_reward
-from rewards.code import code_binary, code_pass_rate, extract_code, verify_code, verify_code_batch
-from rewards.code_tests import AssertTests, StdioTests, outputs_match, parse_tests
+from rewards.code.tests_format import AssertTests, StdioTests, outputs_match, parse_tests
+from rewards.code.verifier import code_binary, code_pass_rate, extract_code, verify_code, verify_code_batch
 
 FAST = {"timeout_s": 1.0}
 
@@ -215,7 +215,7 @@ def test_leaving_early_or_forging_reports_earns_nothing(hack):
 
 
 def test_no_code_block_scores_zero_with_a_logged_reason(caplog):
-    with caplog.at_level(logging.INFO, logger="rewards.code"):
+    with caplog.at_level(logging.INFO, logger="rewards.code.verifier"):
         scores = code_binary(["I would print the sum."], tests=[SUM_TESTS])
     assert scores == [0.0]
     assert any("no python code block" in record.getMessage() for record in caplog.records)
@@ -223,7 +223,7 @@ def test_no_code_block_scores_zero_with_a_logged_reason(caplog):
 
 def test_rows_without_readable_tests_are_not_scored(caplog):
     completions = [fenced(SUM_PROGRAMS["passing"])] * 4
-    with caplog.at_level(logging.WARNING, logger="rewards.code"):
+    with caplog.at_level(logging.WARNING, logger="rewards.code.verifier"):
         scores = code_pass_rate(completions, tests=[None, "", "{broken", SUM_TESTS])
     assert scores == [None, None, None, 1.0]
     assert any("cannot be scored" in record.getMessage() for record in caplog.records)

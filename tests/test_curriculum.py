@@ -102,9 +102,10 @@ def test_layout_matches_trl_repeat_sampler():
 
 
 def test_plugs_into_a_grpo_trainer_subclass(tiny_model_dir, tmp_path):
-    """recipes/trainers/grpo.py's subclass, with the curriculum's default options: TRL's dataloader draws
+    """recipes/stages/grpo/trainer.py's subclass, with the curriculum's default options: TRL's dataloader draws
     through our sampler and the rewards flow back into it."""
-    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
     rows = [
         {"prompt": [{"role": "user", "content": f"q{i}"}], "id": f"r{i}", "pass_rate": p}

@@ -1,6 +1,6 @@
 """eval.decoding: finished rows leave the batch, repeated prompts are prefilled once, and the tokens are still
 what transformers' `generate` writes (greedy, on the tiny model, the SmolLM2 stand-in and a LoRA model);
-recipes.trainers.decoding serves RLVRGRPOTrainer's generation with it and trims each micro-batch's padding."""
+recipes.stages.grpo.compact_generation serves RLVRGRPOTrainer's generation with it and trims each micro-batch's padding."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.decoding import global_sampler, sample_tokens
 from recipes.common.model import SHIPPED_COLD_START  # the tiny demo's cold start: it writes answers and stops
-from recipes.trainers.decoding import trim_micro_batch
+from recipes.stages.grpo.compact_generation import trim_micro_batch
 
 QUESTIONS = ["Ann has 3 apples and buys 4 more.", "What is 2 + 2?", "A long question " * 6, "Hi"]
 
@@ -145,7 +145,8 @@ def test_the_trainer_samples_as_trls_generate_does(tmp_path):
     from datasets import Dataset
 
     from recipes.common.model import load_tokenizer
-    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows
 
     tiny_model_dir = SHIPPED_COLD_START

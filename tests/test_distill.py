@@ -16,7 +16,7 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from recipes import distill
-from recipes.common.distill_stages import on_policy_config
+from recipes.stages.distill.stages import on_policy_config
 from rewards.math import verify
 from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
@@ -33,10 +33,10 @@ def test_offline_then_on_policy_distillation_into_a_smaller_fresh_student(guessi
     write_jsonl(tmp_path / "eval.jsonl", rows_with_gold("7", "eval", 1000))
     out = tmp_path / "distill"
     args = parse(
-        "--teacher_model_name_or_path", str(guessing_model_dir), "--teacher_cold_start_if_missing", "false",
+        "--teacher_model_name_or_path", str(guessing_model_dir), "--demo_model_if_missing", "false",
         "--student_spec", STUDENT, "--mode", "both", "--output_dir", str(out),
         "--dataset_name", str(tmp_path / "train.jsonl"), "--eval_dataset_name", str(tmp_path / "eval.jsonl"),
-        "--samples_per_problem", "4", "--max_per_problem", "1", "--sample_max_new_tokens", "16",
+        "--sampling", "{n: 4, max_new_tokens: 16}", "--max_per_problem", "1",
         "--eval_samples_per_problem", "8", "--max_steps", "100", "--learning_rate", "1e-2", "--warmup_steps", "0",
         "--per_device_train_batch_size", "16", "--logging_steps", "20",
         "--on_policy", '{"max_steps": 2, "max_completion_length": 16, "per_device_train_batch_size": 8, "logging_steps": 1, "learning_rate": 1e-4}',
@@ -88,10 +88,10 @@ def test_a_student_cut_from_the_teacher_is_smaller_and_keeps_its_vocabulary(gues
     write_jsonl(tmp_path / "train.jsonl", rows_with_gold("7", "train", 600))
     out = tmp_path / "distill"
     args = parse(
-        "--teacher_model_name_or_path", str(guessing_model_dir), "--teacher_cold_start_if_missing", "false",
+        "--teacher_model_name_or_path", str(guessing_model_dir), "--demo_model_if_missing", "false",
         "--student_spec", "null", "--student_prune", '{"intermediate_size": 32}', "--mode", "offline",
         "--output_dir", str(out), "--dataset_name", str(tmp_path / "train.jsonl"), "--eval_samples_per_problem", "0",
-        "--samples_per_problem", "1", "--sample_max_new_tokens", "16", "--max_steps", "2",
+        "--sampling", "{n: 1, max_new_tokens: 16}", "--max_steps", "2",
         "--per_device_train_batch_size", "8",
     )  # fmt: skip
     final = distill.main(*args)

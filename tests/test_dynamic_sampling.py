@@ -1,4 +1,4 @@
-"""Dynamic sampling's three modes (recipes/trainers/dynamic_sampling.py) against figures worked out by hand.
+"""Dynamic sampling's three modes (recipes/stages/grpo/dynamic_sampling.py) against figures worked out by hand.
 
 A scripted reward decides which groups have variance: the k-th group generated in the run is zero-variance
 or not as a fixed pattern says, whatever the tiny (untrained) model writes. So every round size, every
@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 
-from recipes.trainers.dynamic_sampling import adaptive_round_size, update_zero_std_estimate
+from recipes.stages.grpo.dynamic_sampling import adaptive_round_size, update_zero_std_estimate
 from tasks.synthetic import generate_rows
 
 G = 4  # completions per group; per_device_train_batch_size 16 makes the target 4 groups per step
@@ -59,8 +59,9 @@ def make_trainer(model_dir, out, pattern, mode, max_rounds, steps, **overrides):
     from datasets import Dataset
 
     from recipes.common.model import load_tokenizer
-    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
-    from recipes.trainers.monitor import RLVRMonitor
+    from recipes.common.monitor import RLVRMonitor
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
     options = dict(
         output_dir=str(out), max_steps=steps, num_generations=G, per_device_train_batch_size=16,

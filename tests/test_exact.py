@@ -1,4 +1,4 @@
-"""rewards/exact.py against an independent evaluation: random expressions are written both in LaTeX (for
+"""rewards/math/exact.py against an independent evaluation: random expressions are written both in LaTeX (for
 the parser) and as Python over Fraction (evaluated by Python itself)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from rewards.exact import HUGE, exact_equal, exact_value
+from rewards.math.exact import HUGE, exact_equal, exact_value
 
 
 def random_expression(rng: random.Random, depth: int) -> tuple[str, str]:

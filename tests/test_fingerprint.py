@@ -16,10 +16,12 @@ import pytest
 from trl import ModelConfig, SFTConfig
 
 from recipes import rejection_sampling as rs
-from recipes.common import distill_stages, rounds, traces
-from recipes.common.arguments import DistillScriptArguments
 from recipes.common.config import parse_recipe_args
 from recipes.common.fingerprint import changes
+from recipes.common.traces import held_out
+from recipes.stages.distill import stages as distill_stages
+from recipes.stages.distill.arguments import DistillScriptArguments
+from recipes.stages.rejection_sampling import rounds
 from tasks.files import write_jsonl
 from tasks.schema import load_rows
 from tests.support.guessing_model import rows_with_gold
@@ -52,7 +54,7 @@ def stand_ins(monkeypatch):
         "train_sft": train,
     }
     # wherever the two recipes look these names up: the scripts and the modules that hold their steps
-    for module in (distill_stages, rounds, rs, traces):
+    for module in (distill_stages, rounds, rs, held_out):
         for name, function in stand_in.items():
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, function)
@@ -91,7 +93,7 @@ def test_rejection_sampling_redoes_a_round_whose_inputs_changed(stand_ins, tiny_
     def run(*flags: str):
         args = parse_recipe_args(
             (rs.RejectionSamplingArguments, SFTConfig, ModelConfig), rs.DEFAULT_CONFIG,
-            ["--model_name_or_path", str(tiny_model_dir), "--cold_start_if_missing", "false", "--output_dir", str(out),
+            ["--model_name_or_path", str(tiny_model_dir), "--demo_model_if_missing", "false", "--output_dir", str(out),
              "--dataset_name", str(data), "--num_rounds", "1", "--eval_samples_per_problem", "0", *flags],
         )  # fmt: skip
         return rs.main(*args)
@@ -100,12 +102,12 @@ def test_rejection_sampling_redoes_a_round_whose_inputs_changed(stand_ins, tiny_
     assert stand_ins["sampled"] == 1
     run()
     assert stand_ins["sampled"] == 1  # complete and unchanged: skipped
-    run("--sample_temperature", "0.7")
+    run("--sampling", "{temperature: 0.7}")
     assert stand_ins["sampled"] == 2  # a sampling option changed: redone
     stats = json.loads((out / "round_1" / "stats.json").read_text())
-    assert stats["fingerprint"]["sampling"]["sample_temperature"] == 0.7
+    assert stats["fingerprint"]["sampling"]["sampling"]["temperature"] == 0.7
     write_jsonl(data, rows_with_gold("7", "train", 201))  # the data file changed
-    run("--sample_temperature", "0.7")
+    run("--sampling", "{temperature: 0.7}")
     assert stand_ins["sampled"] == 3
 
 

@@ -13,8 +13,8 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 
 from recipes import grpo
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
-from recipes.trainers.grpo import variance_reward_names
-from recipes.trainers.monitor import RLVRMonitor
+from recipes.common.monitor import RLVRMonitor
+from recipes.stages.grpo.config import variance_reward_names
 from tasks.synthetic import generate_rows
 
 SMALL = [
@@ -100,7 +100,8 @@ class GroupRecorder(TrainerCallback):
 
 def trainer_with(reward, model_dir, out, rows, max_rounds, steps=3):
     from recipes.common.model import load_tokenizer
-    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
     args = RLVRGRPOConfig(
         output_dir=str(out), max_steps=steps, num_generations=4, per_device_train_batch_size=16,
@@ -167,7 +168,7 @@ def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
     from types import SimpleNamespace
 
     from recipes.common.config import ConfigError
-    from recipes.trainers.grpo import RLVRGRPOTrainer
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
     def variance(*argv):  # what the trainer reads, from the config and the names of the YAML's rewards
         script, training, _ = parse("demo/dapo.yaml", *argv)
@@ -261,7 +262,7 @@ def test_resume_after_a_kill_continues_at_the_right_step_with_the_same_result(
     grpo.main(*parse("demo/dapo.yaml", *base, "--output_dir", str(straight)))
 
     killed = tmp_path / "killed"
-    from recipes.trainers import grpo as grpo_trainer
+    from recipes.stages.grpo import trainer as grpo_trainer
 
     original_init = grpo_trainer.RLVRGRPOTrainer.__init__
 

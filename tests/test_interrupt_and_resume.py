@@ -19,7 +19,7 @@ import pytest
 
 from recipes import sft
 from recipes.common import config
-from recipes.common.resuming import TRAINER_LOGGER, interrupted_message, note_tied_weights_on_resume
+from recipes.common.interrupt import TRAINER_LOGGER, interrupted_message, note_tied_weights_on_resume
 from tests.conftest import REPO
 
 

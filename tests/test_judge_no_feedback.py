@@ -4,7 +4,7 @@ At db84883 the judge stopped at the first failed comparison: after a wrong answe
 HumanEval check, MBPP asserts under `code_binary`), and `code_binary` skipped the stdin/stdout runs after a
 failed case. "How far did the calls get" told a program which answer was wrong; written down anywhere that
 outlives the run, it let a program that computes nothing learn the answers run after run. Now every check
-runs to its end and the answers are compared after the program has gone (rewards/sandbox/judge.py). A
+runs to its end and the answers are compared after the program has gone (rewards/code/sandbox/judge.py). A
 program that logs every call it receives sees the same log for a right and a wrong answer: on HumanEval
 (the built-in assert-style set), on the easy function set, and on every stdin/stdout set's rows, under both
 code rewards.
@@ -19,8 +19,8 @@ import random
 import pytest
 
 from rewards import get_reward
-from rewards.code_tests import parse_tests
-from rewards.sandbox import run_judged
+from rewards.code.sandbox import run_judged
+from rewards.code.tests_format import parse_tests
 from tasks.code_sets import humaneval_problems, local_code_rows
 from tests.support.sandbox_checks import require_namespaces
 
@@ -134,7 +134,7 @@ WRONG_FIRST = "```python\nimport sys\nn = sum(map(int, sys.stdin.read().split())
 
 @pytest.mark.parametrize("reward_name", ["code_binary", "code_pass_rate"])
 def test_every_stdio_case_runs_whatever_the_earlier_cases_answered(reward_name, tmp_path, monkeypatch):
-    import rewards.code as code
+    import rewards.code.verifier as code
 
     rows = _stdio_rows(tmp_path)
     assert len(rows) == 3

@@ -1,4 +1,4 @@
-"""rewards/learned.py and rewards/judge.py: reward models (SequenceScorer, `reward_model`) and the LLM judge (`llm_judge`), on tiny
+"""rewards/learned/reward_models.py and rewards/learned/llm_judge.py: reward models (SequenceScorer, `reward_model`) and the LLM judge (`llm_judge`), on tiny
 random models built here from the tiny model's and the SmolLM2 stand-in's configs and tokenizers."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import math
 import pytest
 
 from rewards import build_rewards
-from rewards.judge import judge_prompt, parse_verdict
-from rewards.learned import SequenceScorer
+from rewards.learned.llm_judge import judge_prompt, parse_verdict
+from rewards.learned.reward_models import SequenceScorer
 from rewards.registry import RewardConfigError, check_reward_specs
 
 PROMPTS = ["What is 2+2?", [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "3*3?"}], "Hi"]
@@ -224,7 +224,7 @@ def test_a_failure_inside_a_call_is_none_and_warned_once(folders, caplog, monkey
         raise RuntimeError("CUDA out of memory\nmore detail")
 
     monkeypatch.setattr(function.scorer, "_forward", broken)
-    with caplog.at_level(logging.DEBUG, logger="rewards.learned"):
+    with caplog.at_level(logging.DEBUG, logger="rewards.learned.reward_models"):
         assert function(COMPLETIONS, prompts=PROMPTS) == [None] * 3
         assert function(COMPLETIONS, prompts=PROMPTS) == [None] * 3
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -287,7 +287,7 @@ def test_the_tiny_judge_writes_gibberish_scored_zero(tiny_model_dir, caplog):
     function.prepare(None, "cpu")
     prompts = [[{"role": "user", "content": "What is 2+2?"}]] * 3
     completions = [[{"role": "assistant", "content": f"\\boxed{{{n}}}"}] for n in (4, 5, 6)]
-    with caplog.at_level(logging.WARNING, logger="rewards.learned"):
+    with caplog.at_level(logging.WARNING, logger="rewards.learned.llm_judge"):
         scores = function(completions, prompts=prompts, answer=["4"] * 3)
     assert scores == [0.0] * 3
     assert any("3 of 3 replies of the judge were unparseable" in r.getMessage() for r in caplog.records)
@@ -305,7 +305,7 @@ def test_a_reward_model_the_policy_cannot_use_is_one_line_and_exit_2_before_trai
     """Through the recipe's command line, with the real main: the check runs as the trainer is built, and
     training never starts (a training step would raise first)."""
     from recipes import grpo
-    from recipes.trainers.grpo import RLVRGRPOTrainer
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tests.test_user_errors import cli_error
 
     path = {"causal": str(tiny_model_dir), "other_tokenizer": folders["smol"], "gold": folders["smol"]}[which]

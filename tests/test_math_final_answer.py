@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from rewards.approx import approximate, far_apart
 from rewards.math import verify, verify_batch
 from rewards.math.answers import final_group, tidy
+from rewards.math.approx import approximate, far_apart
 
 LONG_DIVISION = (
     "\\[\n\\begin{array}{c|cc cc}\n\\multicolumn{2}{r}{x^2} & -5 \\\\\n\\cline{2-5}\nx^2+2 & x^4 & +0x^3 & -3x^2 \\\\\n"

@@ -32,8 +32,8 @@ from fractions import Fraction
 
 import pytest
 
-from rewards.exact import exact_value, normalize
 from rewards.math import boxed_answers, verify_batch
+from rewards.math.exact import exact_value, normalize
 from tests.conftest import build_once
 from tests.support.math_verify_cases import download_sdist, read_cases
 

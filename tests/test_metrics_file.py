@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from recipes.trainers.monitor import RLVRMonitor
+from recipes.common.monitor import RLVRMonitor
 
 
 def _lines(steps) -> str:

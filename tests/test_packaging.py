@@ -105,7 +105,7 @@ PATH_EDIT = re.compile(r"sys\.path\.(?:insert|append)\((?:\d+,\s*)?(.+)\)")
 # What may still be put on sys.path: not the checkout, but one of its folders or a copy of one.
 ALLOWED = {
     'str(REPO / "scripts")',  # tests importing the demo's modules, which import their siblings in scripts/
-    "{module_dir!r}",  # test_sandbox_hostile: a copy of rewards/sandbox that another user's Python can read
+    "{module_dir!r}",  # test_sandbox_hostile: a copy of rewards/code/sandbox that another user's Python can read
 }
 
 

@@ -1,4 +1,4 @@
-"""recipes/common/prune.py: MLP-width pruning keeps the most active neurons and nothing else changes."""
+"""recipes/stages/distill/prune.py: MLP-width pruning keeps the most active neurons and nothing else changes."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _texts(tokenizer) -> list[str]:
 def test_neurons_that_never_fire_are_the_ones_cut_and_the_outputs_do_not_move(tiny_model_dir, tiny_tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from recipes.common.prune import mlp_importance, prune_mlp_width
+    from recipes.stages.distill.prune import mlp_importance, prune_mlp_width
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     width = model.config.intermediate_size
@@ -51,7 +51,7 @@ def test_neurons_that_never_fire_are_the_ones_cut_and_the_outputs_do_not_move(ti
 def test_a_pruned_model_saves_and_loads_at_its_new_size(tiny_model_dir, tiny_tokenizer, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    from recipes.common.prune import prune_mlp_width
+    from recipes.stages.distill.prune import prune_mlp_width
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     prune_mlp_width(model, tiny_tokenizer, _texts(tiny_tokenizer), 64)
@@ -63,7 +63,7 @@ def test_a_pruned_model_saves_and_loads_at_its_new_size(tiny_model_dir, tiny_tok
 def test_bad_widths_and_architectures_are_refused(tiny_model_dir, tiny_tokenizer):
     from transformers import AutoModelForCausalLM
 
-    from recipes.common.prune import prune_mlp_width
+    from recipes.stages.distill.prune import prune_mlp_width
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     with pytest.raises(ValueError, match="between 1 and"):

@@ -20,16 +20,17 @@ from trl import ModelConfig, SFTConfig
 
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
-from recipes.common import rounds, traces
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.model import ModelNotFoundError, adapter_base, resolve_model_path
 from recipes.common.sft_training import LossMaskError, as_prompt_completion
+from recipes.common.traces import held_out
+from recipes.stages.rejection_sampling import rounds
 from tasks.files import write_jsonl
 from tasks.synthetic import generate_rows
 
 SFT_SMALL = [
     "--max_steps", "2", "--per_device_train_batch_size", "4", "--dataset_num_rows", "4", "--save_strategy", "no",
-    "--logging_steps", "1", "--max_length", "128", "--disable_tqdm", "true", "--build_tiny_model", "false",
+    "--logging_steps", "1", "--max_length", "128", "--disable_tqdm", "true", "--demo_model_if_missing", "false",
 ]  # fmt: skip
 
 
@@ -63,7 +64,7 @@ def test_rejection_sampling_checks_the_template_before_its_baseline_and_sampling
     def no_sampling(*args, **kwargs):
         raise AssertionError("sampling started before the template was checked")
 
-    for module in (rounds, traces):  # the round's sampling and the held-out evaluation
+    for module in (rounds, held_out):  # the round's sampling and the held-out evaluation
         monkeypatch.setattr(module, "make_trace_sampler", no_sampling)
     run = parse_recipe_args(
         (rs.RejectionSamplingArguments, SFTConfig, ModelConfig),
@@ -143,7 +144,7 @@ def test_a_rejection_sampling_round_runs_from_an_adapter_folder(smol_adapter, tm
         rs.DEFAULT_CONFIG,
         ["--model_name_or_path", str(smol_adapter), "--output_dir", str(tmp_path / "rs"), "--assistant_only_loss",
          "false", "--dataset_name", str(tmp_path / "train.jsonl"), "--eval_dataset_name", str(tmp_path / "train.jsonl"),
-         "--num_rounds", "1", "--samples_per_problem", "2", "--sample_max_new_tokens", "8",
+         "--num_rounds", "1", "--sampling", "{n: 2, max_new_tokens: 8}",
          "--eval_samples_per_problem", "1", "--max_steps", "1", "--disable_tqdm", "true"],
     )  # fmt: skip
     rs.main(*run)  # the model it samples from is the adapter; a round that keeps nothing stops cleanly

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from recipes import rejection_sampling as rs
-from recipes.common import rounds
 from recipes.common.traces import completion_key
+from recipes.stages.rejection_sampling import rounds
 from rewards.math import verify
 from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
@@ -38,9 +38,9 @@ def parse(*argv: str):
 
 def small_run(model: Path, train: Path, held_out: Path, out: Path, *extra: str):
     return parse(
-        "--model_name_or_path", str(model), "--cold_start_if_missing", "false", "--output_dir", str(out),
+        "--model_name_or_path", str(model), "--demo_model_if_missing", "false", "--output_dir", str(out),
         "--dataset_name", str(train), "--eval_dataset_name", str(held_out), "--num_rounds", "1",
-        "--samples_per_problem", "4", "--max_per_problem", "2", "--sample_max_new_tokens", "16",
+        "--sampling", "{n: 4, max_new_tokens: 16}", "--max_per_problem", "2",
         "--eval_samples_per_problem", "16", "--max_steps", "20", "--learning_rate", "3e-3",
         "--per_device_train_batch_size", "16", "--warmup_steps", "0", "--logging_steps", "10", *extra,
     )  # fmt: skip
@@ -50,9 +50,7 @@ def test_one_round_raises_pass_at_1_and_keeps_only_verified_samples(guessing_mod
     train, held_out = sevens
     out = tmp_path / "rs"
     # two samples per problem leave about one problem in four unsolved: STaR rationalises those with the hint
-    run = small_run(
-        guessing_model_dir, train, held_out, out, "--star_rationalization", "true", "--samples_per_problem", "2"
-    )
+    run = small_run(guessing_model_dir, train, held_out, out, "--star_rationalization", "true", "--sampling", "{n: 2}")
     final = rs.main(*run)
 
     assert final == out / "round_1" / "model" and (final / "config.json").is_file()

@@ -12,7 +12,7 @@ import pytest
 
 from recipes import grpo
 from recipes.common import config
-from recipes.trainers.monitor import RLVRMonitor
+from recipes.common.monitor import RLVRMonitor
 from rewards.guard import MIN_ROWS, RewardFailedError, check_scores, guarded
 from rewards.registry import register, unregister
 

@@ -14,8 +14,9 @@ from dataclasses import replace
 import pytest
 
 from recipes import reward_model
-from recipes.common import config, orm_training
-from recipes.common.orm import (
+from recipes.common import config
+from recipes.stages.reward_model import training as orm_training
+from recipes.stages.reward_model.pairs import (
     agreement_metrics,
     build_pairs,
     choose_threshold,
@@ -24,7 +25,7 @@ from recipes.common.orm import (
     pairwise_accuracy,
     roc_auc,
 )
-from recipes.common.orm_training import reuse_or_build, samples_fingerprint
+from recipes.stages.reward_model.training import reuse_or_build, samples_fingerprint
 from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
@@ -166,7 +167,9 @@ def test_sampled_files_are_reused_only_for_the_same_inputs(tmp_path):
     args = reward_model.make_parser().parse_args(["--output_dir", str(tmp_path)])[0]
     train = samples_fingerprint(args, "artifacts/demo/sft", 0, "train")
     assert train != samples_fingerprint(replace(args, max_pairs_per_problem=1), "artifacts/demo/sft", 0, "train")
-    assert train != samples_fingerprint(replace(args, sample_temperature=0.5), "artifacts/demo/sft", 0, "train")
+    assert train != samples_fingerprint(
+        replace(args, sampling=replace(args.sampling, temperature=0.5)), "artifacts/demo/sft", 0, "train"
+    )
     assert train != samples_fingerprint(args, "artifacts/demo/sft", 1, "train")
     agreement = samples_fingerprint(args, "artifacts/demo/sft", 0, "agreement")
     assert agreement == samples_fingerprint(
@@ -188,8 +191,8 @@ def sevens(tmp_path_factory):
 def small_run(model, train, held_out, out, *extra: str) -> list[str]:
     return [
         "--model_name_or_path", str(model), "--output_dir", str(out), "--dataset_name", str(train),
-        "--eval_dataset_name", str(held_out), "--samples_per_problem", "4", "--max_pairs_per_problem", "2",
-        "--sample_max_new_tokens", "16", "--agreement_samples_per_problem", "4", "--max_steps", "2",
+        "--eval_dataset_name", str(held_out), "--sampling", "{n: 4, max_new_tokens: 16}", "--max_pairs_per_problem", "2",
+        "--agreement_samples_per_problem", "4", "--max_steps", "2",
         "--per_device_train_batch_size", "8", "--warmup_steps", "0", "--learning_rate", "1e-3",
         "--logging_steps", "1", "--disable_tqdm", "true", "--bf16", "false", "--gradient_checkpointing", "false",
         "--save_strategy", "no", "--report_to", "none", "--max_length", "256", *extra,
@@ -226,7 +229,7 @@ def test_the_recipe_trains_a_loadable_orm_and_reports_its_metrics(guessing_model
 def test_a_lora_orm_saved_as_an_adapter_scores_and_a_rerun_reuses_the_samples(
     guessing_model_dir, sevens, tmp_path, monkeypatch
 ):
-    from rewards.learned import SequenceScorer
+    from rewards.learned.reward_models import SequenceScorer
 
     train, held_out = sevens
     out = tmp_path / "orm"
@@ -266,9 +269,7 @@ def one_line_error(capsys, monkeypatch, argv) -> str:
 def test_config_mistakes_are_one_line_and_exit_2(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(reward_model, "main", lambda *a: pytest.fail("ran although the config is wrong"))
     out = str(tmp_path / "out")
-    assert "samples_per_problem" in one_line_error(
-        capsys, monkeypatch, ["--samples_per_problem", "0", "--output_dir", out]
-    )
+    assert "n must be >= 2" in one_line_error(capsys, monkeypatch, ["--sampling", "{n: 1}", "--output_dir", out])
     assert "threshold" in one_line_error(capsys, monkeypatch, ["--threshold", "median", "--output_dir", out])
     assert "max_pairs_per_problem" in one_line_error(capsys, monkeypatch, ["--max_pairs_per_problem", "0"])
 
@@ -288,8 +289,8 @@ def test_training_reads_the_score_at_the_token_the_scorer_reads(tiny_model_dir, 
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from recipes.common.orm_training import pooling_pad_id
-    from rewards.learned import SequenceScorer
+    from recipes.stages.reward_model.training import pooling_pad_id
+    from rewards.learned.reward_models import SequenceScorer
 
     pair = {"prompt": ROW["prompt"], "chosen": "\\boxed{7}", "rejected": "so the answer is \\boxed{3}"}
     assert pooling_pad_id(AutoTokenizer.from_pretrained(tiny_model_dir), pair) is None  # its own pad token

@@ -13,7 +13,7 @@ from rewards.registry import _reward_modules, unregister
 from tests.conftest import REPO
 
 # The built-in rewards: those the hand-kept module list registered before the registry found them itself, and the
-# learned ones added since (rewards/learned.py, rewards/judge.py).
+# learned ones added since (rewards/learned/reward_models.py, rewards/learned/llm_judge.py).
 BUILTIN_REWARDS = {
     "code_binary",
     "code_pass_rate",
@@ -41,7 +41,7 @@ def _ones(completions, **kwargs):
 def trainer_variance(specs: list) -> list[str] | None:
     """What RLVRGRPOTrainer reads a group's variance from by default (None: the weighted sum), given the reward
     functions built from `specs` (the trainer sees their names)."""
-    from recipes.trainers.grpo import variance_reward_names
+    from recipes.stages.grpo.config import variance_reward_names
 
     return variance_reward_names(None, [function.__name__ for function in build_rewards(specs)[0]])
 
@@ -96,14 +96,16 @@ def test_unregister_forgets_the_accuracy_mark(throwaway):
 
 
 def test_discovery_walks_subpackages_but_not_the_sandbox_or_the_worker(tmp_path):
-    for relative in ["a.py", "sub/__init__.py", "sub/b.py", "math/__init__.py", "math/worker.py", "math/pool.py"]:
+    listed = ["a.py", "sub/__init__.py", "sub/b.py", "math/__init__.py", "math/worker.py", "math/pool.py"]
+    for relative in [*listed, "code/__init__.py"]:
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("raise AssertionError('listing must not import')\n")
-    for relative in ["sandbox/__init__.py", "sandbox/launcher.py"]:
+    for relative in ["code/sandbox/__init__.py", "code/sandbox/launcher.py"]:
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("")
     assert sorted(_reward_modules([str(tmp_path)], "rewards.")) == [
         "rewards.a",
+        "rewards.code",
         "rewards.math",
         "rewards.math.pool",
         "rewards.sub",
@@ -114,10 +116,13 @@ def test_discovery_walks_subpackages_but_not_the_sandbox_or_the_worker(tmp_path)
 def test_looking_up_a_reward_imports_neither_the_sandbox_launcher_nor_the_worker():
     script = (
         "import sys; import rewards; rewards.available_rewards(); "
-        "print(sorted(m for m in sys.modules if m.startswith(('rewards.sandbox.', 'rewards.math.worker', 'sandbox_'))))"
+        "print(sorted(m for m in sys.modules if m.startswith(('rewards.code.sandbox.', 'rewards.math.worker', 'sandbox_'))))"
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    # The sandbox's caller side, imported by rewards.code as before the registry found the modules itself.
-    expected = ["rewards.sandbox.cgroup", "rewards.sandbox.process", "rewards.sandbox.root", "rewards.sandbox.seccomp"]
+    # The sandbox's caller side, imported by rewards.code.verifier as before the registry found the modules itself.
+    expected = [
+        f"rewards.code.sandbox.{name}"
+        for name in ("cgroup", "entry_points", "leftovers", "process", "results", "root", "run", "seccomp", "settings")
+    ]
     assert done.stdout.split("\n")[0] == repr(expected)

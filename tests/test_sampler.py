@@ -85,9 +85,9 @@ def test_the_row_sampler_draws_from_the_filtered_distribution():
 
 def test_stop_is_reported_when_eos_is_generated(sampler, tiny_tokenizer):
     eos = tiny_tokenizer.eos_token_id
-    sample = sampler._to_sample([10, 11, eos, tiny_tokenizer.pad_token_id], {eos})
+    sample = sampler.to_sample([10, 11, eos, tiny_tokenizer.pad_token_id], {eos})
     assert sample.finish_reason == "stop" and sample.num_tokens == 3
-    assert sampler._to_sample([10, 11, 12], {eos}).finish_reason == "length"
+    assert sampler.to_sample([10, 11, 12], {eos}).finish_reason == "length"
 
 
 def test_vllm_backend_maps_parameters_and_outputs(monkeypatch, tiny_tokenizer):

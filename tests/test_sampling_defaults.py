@@ -71,7 +71,9 @@ def test_the_check_finds_each_kind_of_default():
 
 def test_the_defaults_are_the_one_constant():
     from eval.sampler import DEFAULT_MAX_NEW_TOKENS, SamplingParams
+    from eval.sampling_options import SamplingOptions
     from recipes.common.traces import TraceArguments
 
     assert SamplingParams().max_new_tokens == DEFAULT_MAX_NEW_TOKENS
-    assert TraceArguments.__dataclass_fields__["sample_max_new_tokens"].default == DEFAULT_MAX_NEW_TOKENS
+    assert SamplingOptions().max_new_tokens == DEFAULT_MAX_NEW_TOKENS
+    assert TraceArguments().sampling.max_new_tokens == DEFAULT_MAX_NEW_TOKENS

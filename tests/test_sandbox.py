@@ -1,4 +1,4 @@
-"""rewards.sandbox: results, limits, output capture, environment, working directory and batches.
+"""rewards.code.sandbox: results, limits, output capture, environment, working directory and batches.
 
 These run in the mode this machine gives (`auto`); the hostile corpus and the fallback's guarantees are in
 test_sandbox_hostile.py.
@@ -14,8 +14,10 @@ import time
 
 import pytest
 
-from rewards import sandbox
-from rewards.sandbox import run_many, run_python
+from rewards.code import sandbox
+from rewards.code.sandbox import run as sandbox_run
+from rewards.code.sandbox import run_many, run_python
+from rewards.code.sandbox import settings as sandbox_settings
 
 
 def test_runs_a_program_with_stdin():
@@ -120,7 +122,7 @@ def test_environment_is_an_allowlist(monkeypatch):
     monkeypatch.setenv("RLVR_TEST_API_TOKEN", "do-not-leak")
     result = run_python("import os\nprint(sorted(os.environ))", extra_env={"EXTRA_FLAG": "1"})
     names = set(ast.literal_eval(result.stdout))
-    allowed = set(sandbox._environment("/", None))
+    allowed = set(sandbox_settings.environment("/", None))
     assert "RLVR_TEST_API_TOKEN" not in names
     assert names - {"EXTRA_FLAG"} <= allowed | {"LC_CTYPE"} and "EXTRA_FLAG" in names
 
@@ -157,8 +159,8 @@ def test_unknown_isolation_mode_is_refused():
 
 
 def test_fallback_is_forced_by_parameter_and_by_environment(monkeypatch, caplog):
-    monkeypatch.setattr(sandbox, "_warned", set())
-    with caplog.at_level(logging.WARNING, logger="rewards.sandbox"):
+    monkeypatch.setattr(sandbox_run, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="rewards.code.sandbox"):
         forced = run_python("print('hi')", isolation="fallback")
         monkeypatch.setenv(sandbox.ISOLATION_ENV, "fallback")
         from_env = run_python("print('hi')")

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from rewards import code as code_reward
-from rewards.code import verify_code_batch
-from rewards.sandbox import cgroup as sandbox_cgroup
-from rewards.sandbox import process as sandbox_process
-from rewards.sandbox import run_judged, run_python
-from rewards.sandbox.protocol import MAX_MESSAGE_BYTES
+from rewards.code import verifier as code_reward
+from rewards.code.sandbox import cgroup as sandbox_cgroup
+from rewards.code.sandbox import process as sandbox_process
+from rewards.code.sandbox import run_judged, run_python
+from rewards.code.sandbox.protocol import MAX_MESSAGE_BYTES
+from rewards.code.verifier import verify_code_batch
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 1.0
@@ -70,7 +70,7 @@ def f():
 """
 MEASURE = """
 import json, resource, sys
-from rewards.sandbox import run_judged
+from rewards.code.sandbox import run_judged
 result = run_judged(sys.argv[1], "", ["assert f() == []"], ["f"], timeout_s=float(sys.argv[2]))
 print(json.dumps({"cases": result.cases, "maxrss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """

@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from rewards.sandbox import cgroup as sandbox_cgroup
-from rewards.sandbox import process as sandbox_process
-from rewards.sandbox import run_judged, run_python
+from rewards.code.sandbox import cgroup as sandbox_cgroup
+from rewards.code.sandbox import process as sandbox_process
+from rewards.code.sandbox import run_judged, run_python
 from tests.support.sandbox_checks import TOKEN_VARIABLE, outside_directory, processes_with_token, require_namespaces
 
 BLOCK_MB = 300

@@ -24,8 +24,8 @@ from itertools import pairwise
 
 import pytest
 
-from rewards import sandbox
-from rewards.sandbox import SandboxUnavailableError, run_judged, run_python
+from rewards.code import sandbox
+from rewards.code.sandbox import SandboxUnavailableError, run_judged, run_python
 from tasks.code_sets import humaneval_problems
 from tests.support.learners import play, syscall_numbers
 from tests.support.sandbox_checks import REPO, require_namespaces
@@ -78,7 +78,7 @@ if request["what"] == "learner":
     scores = play("session_keyring", request["problems"], request["session"], request["rounds"])
 else:
     os.environ.update(request["env"])
-    from rewards.sandbox import run_python
+    from rewards.code.sandbox import run_python
     result = run_python(request["code"])
     scores = [result.status, result.stdout, result.stderr[-500:]]
 print(json.dumps({"scores": scores, "keys": keys()}))
@@ -252,7 +252,7 @@ def test_a_runs_uid_does_not_count_the_processes_before_it():
 
 
 def test_without_libseccomp_runs_are_refused_unless_waived(monkeypatch, caplog):
-    from rewards.sandbox import seccomp as sandbox_seccomp
+    from rewards.code.sandbox import seccomp as sandbox_seccomp
 
     def missing():
         raise sandbox_seccomp.SeccompUnavailableError("libseccomp.so.2 is not installed")
@@ -262,7 +262,7 @@ def test_without_libseccomp_runs_are_refused_unless_waived(monkeypatch, caplog):
     with pytest.raises(SandboxUnavailableError, match="apt-get install libseccomp2.*RLVR_SANDBOX_SECCOMP=off"):
         run_python("print(1)")
     monkeypatch.setenv(sandbox_seccomp.SECCOMP_ENV, "off")
-    with caplog.at_level(logging.WARNING, logger="rewards.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="rewards.code.sandbox"):
         result = run_python("print(1)")
     assert (result.status, result.stdout) == ("ok", "1\n")
     assert any("WITHOUT the seccomp filter" in record.getMessage() for record in caplog.records)
@@ -271,7 +271,7 @@ def test_without_libseccomp_runs_are_refused_unless_waived(monkeypatch, caplog):
 def test_every_file_of_the_root_is_a_private_tmpfs_copy():
     """No page of a shared disk file is inside: whether it is cached would be a bit that outlives the run."""
     require_namespaces()
-    from rewards.sandbox import root as sandbox_root
+    from rewards.code.sandbox import root as sandbox_root
 
     if why := sandbox_root._copy_possible():
         pytest.skip(f"no private copy can be made here: {why}")
@@ -298,7 +298,7 @@ def _filesystem(path: str) -> str:
 def test_a_filter_that_cannot_be_installed_stops_the_run_loudly(monkeypatch):
     """Not a run that ends in an error (every program would score 0 and training would go on): an exception."""
     require_namespaces()
-    from rewards.sandbox import seccomp as sandbox_seccomp
+    from rewards.code.sandbox import seccomp as sandbox_seccomp
 
     monkeypatch.setattr(sandbox_seccomp, "_compiled", {"filter": b"\x00" * 8, "keyctl": None})  # no RET: refused
     with pytest.raises(SandboxUnavailableError, match="cannot install the seccomp filter"):
@@ -307,11 +307,11 @@ def test_a_filter_that_cannot_be_installed_stops_the_run_loudly(monkeypatch):
 
 def test_without_a_place_for_the_copy_the_host_files_are_bound_and_a_warning_says_so(monkeypatch, caplog):
     require_namespaces()
-    from rewards.sandbox import root as sandbox_root
+    from rewards.code.sandbox import root as sandbox_root
 
     monkeypatch.setattr(sandbox_root, "SNAPSHOT_PARENT", "/nonexistent-rlvr-shm")
     monkeypatch.setattr(sandbox_root, "_snapshots", {})
-    with caplog.at_level(logging.WARNING, logger="rewards.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="rewards.code.sandbox"):
         spec = sandbox_root.root_spec(sys.executable)
         result = run_python("import json, sqlite3\nprint('ran')")
     assert "snapshot" not in spec and (result.status, result.stdout) == ("ok", "ran\n")

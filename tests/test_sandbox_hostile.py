@@ -35,8 +35,10 @@ from pathlib import Path
 
 import pytest
 
-from rewards import sandbox
-from rewards.sandbox import run_python
+from rewards.code import sandbox
+from rewards.code.sandbox import root as sandbox_root
+from rewards.code.sandbox import run as sandbox_run
+from rewards.code.sandbox import run_python
 from tests.support.sandbox_checks import (
     TOKEN_VARIABLE,
     Listener,
@@ -228,7 +230,7 @@ FALLBACK_SAFE = ["infinite_loop", "long_sleep", "memory_bomb", "stdout_flood", "
 
 @pytest.mark.parametrize("name", FALLBACK_SAFE)
 def test_fallback_still_limits_and_cleans_up(name, world, monkeypatch):
-    monkeypatch.setattr(sandbox, "_warned", set())
+    monkeypatch.setattr(sandbox_run, "_warned", set())
     result, before = run_contained(name, world, isolation="fallback")
     assert result.isolation == "fallback" and not result.network_isolated
     assert snapshot(world["outside"]) == before  # none of these programs writes; the run itself must not either
@@ -240,7 +242,7 @@ def test_fallback_still_limits_and_cleans_up(name, world, monkeypatch):
 
 def _reachable_python() -> str | None:
     for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"):
-        if os.path.exists(candidate) and sandbox._interpreter_reachable(candidate):
+        if os.path.exists(candidate) and sandbox_root.interpreter_reachable(candidate):
             return candidate
     return None
 
@@ -270,7 +272,7 @@ def test_fallback_as_root_runs_programs_under_their_own_uid(world, tmp_path):
 _AS_USER = """
 import json, os, sys, uuid
 sys.path.insert(0, {module_dir!r})
-from rewards import sandbox
+from rewards.code import sandbox
 programs = json.loads(sys.argv[1])
 results = {{}}
 for name, code in programs.items():
@@ -304,12 +306,12 @@ def test_an_unprivileged_user_gets_the_same_containment(world):
     module_dir = Path(tempfile.mkdtemp(prefix="rlvr-sandbox-module-", dir=str(world["outside"].parent)))
     try:
         package = module_dir / "rewards"
-        package.mkdir()
+        (package / "code").mkdir(parents=True)
         (package / "__init__.py").write_text("")
-        shutil.copytree(
-            Path(sandbox.__file__).parent, package / "sandbox", ignore=shutil.ignore_patterns("__pycache__")
-        )
-        for path in (module_dir, package, package / "sandbox"):  # the sandbox package: standard library only
+        (package / "code" / "__init__.py").write_text("")
+        copy = package / "code" / "sandbox"
+        shutil.copytree(Path(sandbox.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in (module_dir, package, package / "code", copy):  # the sandbox package: standard library only
             path.chmod(0o755)
         names = ["fork_bomb", "write_outside", "delete_outside", "detached_child", "connect_listener", "kill_parent"]
         programs = {name: hostile_code(name, world) for name in names}

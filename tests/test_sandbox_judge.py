@@ -1,4 +1,4 @@
-"""The trusted judge of assert-style tests (rewards.sandbox.run_judged) and its plain-data protocol.
+"""The trusted judge of assert-style tests (rewards.code.sandbox.run_judged) and its plain-data protocol.
 
 The codec is checked against values written out by hand; the judge against programs whose right and wrong
 answers are known, and against programs that look for the tests from inside the sandbox.
@@ -16,8 +16,8 @@ import tracemalloc
 
 import pytest
 
-from rewards.sandbox import run_judged
-from rewards.sandbox.protocol import (
+from rewards.code.sandbox import run_judged
+from rewards.code.sandbox.protocol import (
     MAX_INT_BITS,
     MAX_MESSAGE_BYTES,
     NotPlainData,

@@ -16,8 +16,8 @@ import json
 import os
 import signal
 
-from rewards.sandbox import cgroup as sandbox_cgroup
-from rewards.sandbox import run_python
+from rewards.code.sandbox import cgroup as sandbox_cgroup
+from rewards.code.sandbox import run_python
 from tests.support.learners import syscall_numbers
 from tests.support.sandbox_checks import require, require_namespaces
 

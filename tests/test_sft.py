@@ -93,7 +93,7 @@ def test_embedded_default_runs_with_no_config(tmp_path):
 
 
 def test_a_mistyped_model_path_is_an_error_not_a_build(tmp_path):
-    """build_tiny_model: true (the demo config) builds only at artifacts/tiny-base, never at another missing path."""
+    """demo_model_if_missing: true (the demo config) builds only at artifacts/tiny-base, never at another missing path."""
     result = run_cli("--model_name_or_path", "artifacts/tiny-bsae", "--output_dir", str(tmp_path / "out"), cwd=tmp_path)
     assert result.returncode != 0
     assert "tiny-bsae" in result.stderr.splitlines()[-1]
@@ -101,7 +101,7 @@ def test_a_mistyped_model_path_is_an_error_not_a_build(tmp_path):
 
 
 def test_missing_model_path_gives_a_clear_error(tmp_path):
-    result = run_cli("--model_name_or_path", str(tmp_path / "nope"), "--build_tiny_model", "false")
+    result = run_cli("--model_name_or_path", str(tmp_path / "nope"), "--demo_model_if_missing", "false")
     assert result.returncode != 0
     assert "not found" in result.stderr and "make_tiny_model.py" in result.stderr
     assert "Traceback" not in result.stderr.splitlines()[-1]

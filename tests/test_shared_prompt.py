@@ -1,4 +1,4 @@
-"""recipes.trainers.shared_prompt: a loss pass that runs each prompt once per group gives the log-probs, entropies
+"""recipes.stages.grpo.shared_prompt: a loss pass that runs each prompt once per group gives the log-probs, entropies
 and gradients of TRL's pass over every row whole, on the tiny cold start and on a LoRA model; the micro-batches
 are regrouped so each group's rows sit together; the token counts match what the pass runs."""
 
@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl.trainer.utils import add_fused_lm_head
 
 from recipes.common.model import SHIPPED_COLD_START
-from recipes.trainers.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
+from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 
 
 def left_right_batch(tokenizer, prompts: list[str], completions: list[str]):

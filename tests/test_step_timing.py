@@ -1,4 +1,4 @@
-"""recipes/common/step_timing.py and scripts/bench/rollout_cost.py: where a GRPO step's time goes.
+"""recipes/stages/grpo/step_timing.py and scripts/bench/rollout_cost.py: where a GRPO step's time goes.
 
 The FLOP count and the exclusive phase clocks against hand-computed values, the matmul peak's cache, a
 two-step tiny-model DAPO run that logs every timing key per step (generation rounds of dynamic sampling
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from recipes import grpo
-from recipes.common import step_timing
 from recipes.common.config import parse_recipe_args
-from recipes.common.step_timing import PHASES, TIMING_KEYS, StepTimer, matmul_peak_flops, step_flops
+from recipes.stages.grpo import step_timing
+from recipes.stages.grpo.step_timing import PHASES, TIMING_KEYS, StepTimer, matmul_peak_flops, step_flops
 from tests.conftest import REPO
 
 # ---------------------------------------------------------------- the FLOP count, by hand

@@ -78,10 +78,12 @@ def test_bad_options_are_named():
         select_samples(SAMPLES, 1, "longest")
     with pytest.raises(ValueError, match="selection"):
         TraceArguments(selection="best")
-    with pytest.raises(ValueError, match="samples_per_problem"):
-        TraceArguments(samples_per_problem=0)
-    with pytest.raises(ValueError, match="sampling_backend"):
-        TraceArguments(sampling_backend="tgi")
+    with pytest.raises(ValueError, match="sampling: n must be >= 1"):
+        TraceArguments(sampling={"n": 0})
+    with pytest.raises(ValueError, match="sampling: backend must be one of"):
+        TraceArguments(sampling={"backend": "tgi"})
+    with pytest.raises(ValueError, match="unknown sampling option.*'max_new_token'.*did you mean 'max_new_tokens'"):
+        TraceArguments(sampling={"max_new_token": 16})
 
 
 def test_untrusted_completions_never_crash_the_keep_rule():
@@ -137,7 +139,7 @@ class HintOnlySampler:
 
 def test_rationalisation_keeps_verified_rationales_with_the_original_prompt():
     rows = [{"id": "q1", "prompt": PROMPT, "answer": "4", "verifier": "math", "difficulty": 2}]
-    args = TraceArguments(samples_per_problem=4, max_per_problem=4)
+    args = TraceArguments(sampling={"n": 4}, max_per_problem=4)
     sampler = HintOnlySampler()
     kept, results = collect_traces(sampler, rows, args, seed=0, progress=False)
     assert kept == [] and results[0].num_correct == 0  # unsolved without the hint
@@ -206,7 +208,7 @@ def test_a_reward_model_picks_what_rejection_sampling_keeps(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(cold_start)
     rows = [{"id": "q1", "prompt": PROMPT, "answer": "4", "verifier": "math", "difficulty": 2}]
     args = TraceArguments(
-        samples_per_problem=3, max_per_problem=1, selection="best", keep_reward_model={"path": str(planted)}
+        sampling={"n": 3}, max_per_problem=1, selection="best", keep_reward_model={"path": str(planted)}
     )
     kept, results = collect_traces(LineSampler(tokenizer), rows, args, seed=0, progress=False)
 
@@ -222,7 +224,7 @@ def test_a_reward_model_picks_what_rejection_sampling_keeps(tmp_path):
 
     # keep_by reward_model with a floor between the scores: the two best stay, without asking the verifier
     floor = sorted(direct)[0] + 1e-3
-    args = TraceArguments(samples_per_problem=3, max_per_problem=3, keep_by="reward_model", keep_min_score=floor,
+    args = TraceArguments(sampling={"n": 3}, max_per_problem=3, keep_by="reward_model", keep_min_score=floor,
                           keep_reward_model={"path": str(planted)})  # fmt: skip
     kept, _ = collect_traces(LineSampler(tokenizer), rows, args, seed=0, progress=False)
     assert len(kept) == 2 and LineSampler.TEXTS[direct.index(min(direct))] not in [row["solution"] for row in kept]

@@ -1,4 +1,4 @@
-"""recipes/trainers/ (issue 27, redesign step 2): the GRPO trainer is built from its config alone, as TRL's is,
+"""recipes/stages/grpo/ (issue 27, redesign step 2): the GRPO trainer is built from its config alone, as TRL's is,
 and recipes/common/ holds what every recipe shares, no trainer and no RL algorithm."""
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ def test_a_bare_script_builds_the_trainer_from_its_config_alone(tiny_model_dir, 
     from datasets import Dataset
 
     from data_filters.curriculum import CurriculumSampler
-    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows
 
     config = RLVRGRPOConfig(
@@ -53,7 +54,7 @@ def test_a_bare_script_builds_the_trainer_from_its_config_alone(tiny_model_dir, 
 def test_a_plain_grpo_config_is_refused_with_the_config_to_use(tmp_path):
     from trl import GRPOConfig
 
-    from recipes.trainers.grpo import RLVRGRPOTrainer
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
     with pytest.raises(TypeError, match="RLVRGRPOConfig"):
         RLVRGRPOTrainer(model="unused", reward_funcs=[alternating], args=GRPOConfig(str(tmp_path), bf16=False))
@@ -79,7 +80,8 @@ def test_recipes_common_holds_no_trainer():
     common = sorted((REPO / "recipes" / "common").rglob("*.py"))
     assert common and not [line for path in common for line in trainer_code(path)]
     # the checker itself: it finds the trainer where it lives
-    found = trainer_code(REPO / "recipes" / "trainers" / "grpo.py")
+    found = trainer_code(REPO / "recipes" / "stages" / "grpo" / "trainer.py")
+    found += trainer_code(REPO / "recipes" / "stages" / "grpo" / "config.py")
     assert any("imports GRPOTrainer" in line for line in found)
     assert any("defines RLVRGRPOTrainer" in line for line in found)
     assert any("defines RLVRGRPOConfig(GRPOConfig)" in line for line in found)

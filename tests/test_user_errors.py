@@ -16,8 +16,10 @@ import yaml
 
 from eval import evaluate
 from recipes import distill, grpo, sft
-from recipes.common import config, distill_stages, traces
+from recipes.common import config
 from recipes.common.config import CONFIG_DIR
+from recipes.common.traces import held_out
+from recipes.stages.distill import stages as distill_stages
 from tests.conftest import REPO
 
 
@@ -121,7 +123,7 @@ def test_distillation_checks_its_on_policy_options_before_the_offline_stage(
     def sampling(*args, **kwargs):
         raise AssertionError("the teacher was sampled before the on_policy options were checked")
 
-    for module in (distill_stages, traces):  # the teacher's traces and the student's evaluation
+    for module in (distill_stages, held_out):  # the teacher's traces and the student's evaluation
         monkeypatch.setattr(module, "make_trace_sampler", sampling)
     argv = [
         "--mode", "both", "--teacher_model_name_or_path", str(tiny_model_dir), "--output_dir", str(tmp_path / "out"),

@@ -1,2 +1,4 @@
-"""Helpers shared by the recipes: config parsing, model loading, data conversion, run cards, checkpoints, the tiny
-model. No RL algorithm: the trainers and their configs are recipes.trainers' (tests/test_trainers.py checks)."""
+"""What two or more recipes use: config parsing and checks, model loading and saving, data conversion, run cards,
+checkpoints and the resume rule, the SFT step, the monitor, the sample -> verify -> keep rule (traces/), the tiny
+model. What one recipe alone runs is that recipe's wing (recipes.stages); tests/test_architecture.py counts the
+recipes that use each module here."""

@@ -14,7 +14,7 @@ import json
 import logging
 from pathlib import Path
 
-from recipes.common.resuming import TRAINER_STATE, newest_checkpoint, note_tied_weights_on_resume
+from recipes.common.interrupt import TRAINER_STATE, newest_checkpoint, note_tied_weights_on_resume
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +114,13 @@ def resume_point(training_args, output_dir: str, model=None) -> str | None:
     return resume
 
 
+def train_resuming(trainer, training_args, output_dir: str | Path):
+    """`trainer.train()` by the one resume rule (`resume_point`): every recipe's training runs through here (the
+    SFT step, GRPO, the reward model, on-policy distillation; tests/test_architecture.py checks that no other
+    `.train(` call exists), so `--resume_from_checkpoint true` means the same in each."""
+    return trainer.train(resume_from_checkpoint=resume_point(training_args, str(output_dir), trainer.model))
+
+
 def complete_checkpoint_at_or_before(output_dir: str | Path, step: int) -> str | None:
     """The highest complete `checkpoint-N` in `output_dir` with N <= `step` (written to the end), or None."""
     earlier = [folder for folder in complete_checkpoints(output_dir) if int(folder.name.rpartition("-")[2]) <= step]
@@ -121,7 +128,7 @@ def complete_checkpoint_at_or_before(output_dir: str | Path, step: int) -> str |
 
 
 def restore_before_divergence(trainer, output_dir: str | Path, hacking: dict) -> str | None:
-    """After a stop on suspected reward hacking (recipes.trainers.monitor), load into `trainer.model` the weights
+    """After a stop on suspected reward hacking (recipes.common.monitor), load into `trainer.model` the weights
     of the last complete checkpoint saved at or before the step the divergence began, so that the model saved
     next is that one; returns its path, or None (then the weights stay as they were at the stop, and a warning
     says so: no checkpoint was that old, or save_total_limit had deleted it)."""

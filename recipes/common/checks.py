@@ -220,7 +220,7 @@ def require_single_process(recipe: str) -> None:
     if processes > 1:
         raise ConfigError(
             f"{recipe} runs as one process (found {processes}): start it with `python recipes/{recipe}.py`, with "
-            "sampling_backend: vllm to use several GPUs. For a large SFT, train on its dataset.jsonl with "
+            "sampling: {backend: vllm} to use several GPUs. For a large SFT, train on its dataset.jsonl with "
             "`accelerate launch recipes/sft.py --dataset_name <output_dir>/.../dataset.jsonl`."
         )
 

@@ -8,20 +8,21 @@ options (`--rewards`, `--curriculum`, `--on_policy`) are YAML on the command lin
 YAML's mapping; and the launch and the whole config are checked (recipes.common.checks) before anything
 loads, a mistake being one line and exit code 2 (`run_recipe_cli`): a misspelled flag or YAML key is
 named with the nearest option (no prefix matching: `--max_step` is not taken for `--max_steps`), and Ctrl-C
-ends in one line that says where the last checkpoint is and how to resume (recipes.common.resuming).
+ends in one line that says where the last checkpoint is and how to resume (recipes.common.interrupt).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from recipes.common.checks import ConfigError, check_launch, validate_config
 from recipes.common.config_defaults import checkpointing_by_its_new_name, ddp_defaults, device_defaults
+from rewards.names import did_you_mean
+from rewards.options import yaml_numbers
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 
@@ -111,7 +112,7 @@ def _take_nested_options(argv: list[str], names: set[str]) -> tuple[list[str], d
             else:
                 continue
             try:
-                values[name] = _yaml_numbers(yaml.safe_load(text))
+                values[name] = yaml_numbers(yaml.safe_load(text))
             except yaml.YAMLError as error:
                 first = str(error).splitlines()[0]
                 raise ConfigError(
@@ -121,18 +122,6 @@ def _take_nested_options(argv: list[str], names: set[str]) -> tuple[list[str], d
         rest.append(token)
         index += 1
     return rest, values
-
-
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")  # only what YAML 1.1 leaves a string
-
-
-def _yaml_numbers(value):
-    """`{learning_rate: 1e-4}` means the number: PyYAML (YAML 1.1) leaves exponents without a dot as strings."""
-    if isinstance(value, dict):
-        return {key: _yaml_numbers(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_yaml_numbers(item) for item in value]
-    return float(value) if isinstance(value, str) and _NUMBER.fullmatch(value) else value
 
 
 def _join_negative_numbers(argv: list[str]) -> list[str]:
@@ -181,27 +170,30 @@ def _option_names(parser) -> list[str]:
     return sorted(name for name in names if "-" not in name[2:] or name.replace("-", "_") not in names)
 
 
+# Options that have a new name or a new home: a config written for the old one is told where it went.
+RENAMED_OPTIONS = {
+    **dict.fromkeys(("cold_start_if_missing", "teacher_cold_start_if_missing", "build_tiny_model"), "demo_model_if_missing"),
+    "samples_per_problem": "sampling: {n: ...}", "sample_temperature": "sampling: {temperature: ...}",
+    "sample_top_p": "sampling: {top_p: ...}", "sample_max_new_tokens": "sampling: {max_new_tokens: ...}",
+    "sampling_backend": "sampling: {backend: ...}", "sampling_batch_size": "sampling: {batch_size: ...}",
+}  # fmt: skip
+
+
 def _did_you_mean(unknown: list[str], known: list[str]) -> str:
-    """'; did you mean --x?' for the nearest known option of each misspelled one; 'check the spelling' if none."""
-    pairs = [(word, match[0]) for word in unknown if (match := _closest(word, known))]
-    if not pairs:
-        return "; check the spelling"
-    if len(unknown) == 1:
-        return f"; did you mean {pairs[0][1]}?"
-    return "; did you mean " + ", ".join(f"{match} for {word}" for word, match in pairs) + "?"
+    """'; did you mean --x?' for the nearest known option of each misspelled one; 'check the spelling' if none;
+    for an option that was renamed, its new name."""
+    moved = [
+        f"{word} is now {RENAMED_OPTIONS[word.lstrip('-')]}" for word in unknown if word.lstrip("-") in RENAMED_OPTIONS
+    ]
+    if moved:
+        return "; " + ", ".join(moved)
+    hint = did_you_mean(unknown, known)
+    return f"; {hint}" if hint else "; check the spelling"
 
 
 def _unknown_flags_message(remaining: list[str], known: list[str]) -> str:
     flags = [token.partition("=")[0] for token in remaining if token.startswith("-")]
     return f"unknown option(s) on the command line: {' '.join(remaining)}{_did_you_mean(flags, known)} (see --help)"
-
-
-def _closest(word: str, known: list[str]) -> list[str]:
-    """The known option nearest to a misspelled one (`--learnig_rate` -> `--learning_rate`), if any is near."""
-    from eval.cli import nearest_option
-
-    match = nearest_option(word, known)
-    return [match] if match else []
 
 
 def parse_recipe_args(
@@ -305,9 +297,9 @@ def run_recipe_cli(
 
     Ctrl-C ends with one line naming the last checkpoint and the flag that resumes from it, exit code 130.
     """
+    from recipes.common.interrupt import INTERRUPTED_EXIT_CODE, interrupted_message
     from recipes.common.library_noise import quiet_library_noise
     from recipes.common.process_end import end_process_group, exit_without_teardown
-    from recipes.common.resuming import INTERRUPTED_EXIT_CODE, interrupted_message
 
     setup_logging()
     quiet_library_noise()  # before anything loads or saves a model (the tiny base built on demand does both)

@@ -134,3 +134,13 @@ def with_thinking_modes(conversations, modes: list[str], thinking_switch: bool =
         }
 
     return conversations.map(apply, with_indices=True, desc="thinking modes")
+
+
+def kept_rows_as_conversations(kept: list[dict], source: str):
+    """The rows a recipe kept of its own samples (recipes.common.traces) as SFTTrainer's conversational dataset."""
+    from datasets import Dataset
+
+    dataset = Dataset.from_list(
+        [{"id": row["id"], "prompt": row["prompt"], "solution": row["solution"]} for row in kept]
+    )
+    return to_sft_conversations(dataset, source)

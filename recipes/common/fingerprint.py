@@ -12,6 +12,7 @@ files (hashing the weights of a 7B model would take minutes); a Hub model by its
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -22,10 +23,9 @@ DATA_FIELDS = (
     "answer_field", "system_prompt", "user_template", "field_map", "verifier", "require_number", "on_error",
 )  # fmt: skip
 # TraceArguments that change which completions are sampled and kept (not the held-out evaluation's).
-SAMPLING_FIELDS = (
-    "samples_per_problem", "max_per_problem", "selection", "require_stop", "sample_temperature", "sample_top_p",
-    "sample_max_new_tokens",
-)  # fmt: skip
+SAMPLING_FIELDS = ("sampling", "max_per_problem", "selection", "require_stop")
+# Sampling options that do not change a sample: each draws from its own seeded stream, whatever the batch.
+UNCHANGING_SAMPLING_OPTIONS = ("batch_size",)
 # Training options that change the trained model.
 TRAINING_FIELDS = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay", "max_grad_norm", "max_steps",
@@ -57,7 +57,14 @@ def path_identity(path: str | Path) -> dict | str:
 def fields_of(config, names: tuple[str, ...]) -> dict:
     """The named fields of a dataclass config (those it has), as JSON values."""
     values = {name: getattr(config, name) for name in names if hasattr(config, name)}
-    return json.loads(json.dumps(values, default=lambda value: getattr(value, "value", str(value))))
+    return json.loads(json.dumps(values, default=_as_json))
+
+
+def _as_json(value):
+    """An enum's value; a dataclass's fields (the sampling options, less those that change no sample); else text."""
+    if dataclasses.is_dataclass(value):
+        return {k: v for k, v in dataclasses.asdict(value).items() if k not in UNCHANGING_SAMPLING_OPTIONS}
+    return getattr(value, "value", str(value))
 
 
 def data_fingerprint(script_args) -> dict:

@@ -225,7 +225,7 @@ def with_kv_cache(generation_kwargs: dict | None) -> dict:
     return {"use_cache": True, **(generation_kwargs or {})}
 
 
-def save_for_inference(
+def save_trainer_for_inference(
     trainer, output_dir: str | Path, tokenizer=None, merge_lora: bool = False, started_from: str | None = None
 ) -> Path:
     """Save a trained model as the next stage loads it: with its KV cache on, a LoRA adapter merged when asked.

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tasks.files import write_atomic
+
 logger = logging.getLogger(__name__)
 
 PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "math-verify", "deepspeed", "vllm")
@@ -56,8 +58,6 @@ def write_run_card(output_dir: str | Path, configs: dict, datasets: dict | None 
         },
     }
     card.update(extra or {})
-    path = Path(output_dir) / "run_card.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(card, indent=2, default=str) + "\n")
+    path = write_atomic(Path(output_dir) / "run_card.json", json.dumps(card, indent=2, default=str) + "\n")
     logger.info("run card written to %s", path)
     return path

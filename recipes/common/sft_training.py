@@ -6,7 +6,7 @@ an assistant turn with EOS, load the model, train with TRL's SFTTrainer (loss on
 when the config says so, packing and LoRA as the config says), resume from a checkpoint when asked,
 save a model that generates with its KV cache (merged when LoRA was used and a plain model is wanted),
 the tokenizer and a run card. Every logged number goes to `<output_dir>/metrics.jsonl` through the GRPO
-runs' monitor (recipes.trainers.monitor), so `python -m recipes.plot_curves` draws an SFT run whatever
+runs' monitor (recipes.common.monitor), so `python -m recipes.plot_curves` draws an SFT run whatever
 `save_strategy` and `report_to` say.
 """
 
@@ -16,8 +16,8 @@ import copy
 import logging
 from pathlib import Path
 
-from recipes.common.checkpoints import resume_point
-from recipes.common.model import load_model, load_tokenizer, save_for_inference
+from recipes.common.checkpoints import train_resuming
+from recipes.common.model import load_model, load_tokenizer, save_trainer_for_inference
 from recipes.common.run_card import write_run_card
 
 logger = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ def train_sft(
     from trl import SFTTrainer, get_peft_config
 
     from recipes.common.library_noise import quiet_library_noise
-    from recipes.trainers.monitor import RLVRMonitor
+    from recipes.common.monitor import RLVRMonitor
 
     quiet_library_noise()
     if output_dir is not None:
@@ -166,9 +166,9 @@ def train_sft(
         callbacks=[RLVRMonitor(output_dir)],  # metrics.jsonl; its GRPO checks need GRPO's metrics and stay quiet
     )
     logger.info("SFT of %s on %d conversations -> %s", model_path, len(conversations), output_dir)
-    trainer.train(resume_from_checkpoint=resume_point(training_args, output_dir, trainer.model))
+    train_resuming(trainer, training_args, output_dir)
 
-    save_for_inference(trainer, output_dir, tokenizer, merge_lora, started_from=model_path)
+    save_trainer_for_inference(trainer, output_dir, tokenizer, merge_lora, started_from=model_path)
     if trainer.accelerator.is_main_process:
         write_run_card(
             output_dir,

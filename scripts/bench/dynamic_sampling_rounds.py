@@ -3,7 +3,7 @@
     python scripts/bench/dynamic_sampling_rounds.py [--target 8] [--max_rounds 3] [--steps 4000]
 
 No model: each generated group is zero-variance with probability z, independently, and each mode's rules
-(recipes/trainers/dynamic_sampling.py; adaptive through its own `adaptive_round_size` and
+(recipes/stages/grpo/dynamic_sampling.py; adaptive through its own `adaptive_round_size` and
 `update_zero_std_estimate`) decide how many groups a step generates. Filtering alone cannot do better than
 1 / (1 - z) groups per kept group, which adaptive reaches by keeping its surplus, so the most it can save
 against `batch` is the surplus `batch` discards. Read the training runs (scripts/bench/sample_efficiency.py)
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import random
 
-from recipes.trainers.dynamic_sampling import (
+from recipes.stages.grpo.dynamic_sampling import (
     GENERATION_MULTIPLE,
     adaptive_round_size,
     update_zero_std_estimate,

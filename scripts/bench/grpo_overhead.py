@@ -164,7 +164,7 @@ def build_trainer(arm: str, args, output_dir: Path, clock: StepClock):
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from trl import GRPOTrainer
 
-    from recipes.common import grpo_setup
+    from recipes.stages.grpo import setup as grpo_setup
     from rewards import build_rewards
     from tasks.schema import load_rows
 
@@ -173,7 +173,9 @@ def build_trainer(arm: str, args, output_dir: Path, clock: StepClock):
     if arm == "ours":
         trainer = grpo_setup.build_trainer(script_args, training_args, model_args, callbacks=(clock,)).trainer
     else:
-        grpo_setup.use_kv_cache(training_args)  # what the recipe does to the config: both arms get the same GRPOConfig
+        grpo_setup.set_generation_kv_cache(
+            training_args
+        )  # what the recipe does to the config: both arms get the same GRPOConfig
         rows = load_rows(script_args)
         registry_functions, weights = build_rewards(script_args.rewards)
         training_args.reward_weights = weights

@@ -47,7 +47,7 @@ MODELS = {
         "orm": "recipes/configs/demo/reward_model.yaml",
         "eval": ("synthetic:5-10", 50),
         "max_new_tokens": 96,
-        "flags": ["--cold_start_if_missing", "true"],
+        "flags": ["--demo_model_if_missing", "true"],
     },
     # SmolLM2-135M: its cold start (make demo-real builds it), its LoRA DAPO config, its ORM config
     "smollm2": {

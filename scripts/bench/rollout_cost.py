@@ -13,7 +13,7 @@ metrics.jsonl: seconds per step (TRL's `step_time`, the one clock both revisions
 training_step calls, which hold generation, rewards and the loss passes, without the optimizer step) per
 completion generated and per completion trained, and the process's peak RSS (its rusage). For the new
 revision also its phase split (`timing_s/*`), tokens, FLOPs and the ratio of its step time to the FLOP
-bound (FLOPs / the fp32 matmul peak: recipes.common.step_timing), the peak measured again before the runs
+bound (FLOPs / the fp32 matmul peak: recipes.stages.grpo.step_timing), the peak measured again before the runs
 (this process has the runs' thread count) unless --cached-peak, since a cached one may date from a busy spell.
 Each `--variant NAME FLAGS` runs the working tree once more with those recipe flags appended (e.g. one
 change switched off), so that what each change buys is measured in the same run as the rest.
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if not args.cached_peak:  # a peak first measured on a busy machine (a test run) would be cached low
-        from recipes.common.step_timing import matmul_peak_flops
+        from recipes.stages.grpo.step_timing import matmul_peak_flops
 
         print(f"fp32 matmul peak measured again: {matmul_peak_flops(refresh=True) / 1e9:.1f} GFLOP/s", flush=True)
     runs = {}

@@ -99,7 +99,7 @@ def grpo_argv(name: str, seed: int, args, run_dir: Path) -> list[str]:
         "--model_name_or_path", str(args.model), "--output_dir", str(run_dir), "--seed", str(seed),
         "--max_steps", str(args.steps), "--save_strategy", "steps", "--save_steps", str(args.save_steps),
         "--save_total_limit", str(args.steps // args.save_steps + 1), "--logging_steps", "1",
-        "--cold_start_if_missing", "false", "--report_to", "none", "--disable_tqdm", "true",
+        "--demo_model_if_missing", "false", "--report_to", "none", "--disable_tqdm", "true",
     ]  # fmt: skip
     if args.fast:
         argv += ["--dataset_num_rows", "50"]

@@ -19,7 +19,7 @@ from trl import ModelConfig, SFTConfig
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
-from recipes.common.offline_models import MARKER, OFFLINE_MODELS, get_offline_model
+from scripts.offline_models import MARKER, OFFLINE_MODELS, get_offline_model
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.real
@@ -74,8 +74,8 @@ def test_sft_lora_then_grpo_then_a_rejection_sampling_round(real_model, tmp_path
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "grpo").config.use_cache is True
 
     argv = ["--model_name_or_path", str(adapter), "--output_dir", str(tmp_path / "rs"), "--dataset_num_rows", "4",
-            "--eval_num_rows", "2", "--eval_samples_per_problem", "1", "--samples_per_problem", "2",
-            "--sample_max_new_tokens", "48", "--max_steps", "1", "--disable_tqdm", "true"]  # fmt: skip
+            "--eval_num_rows", "2", "--eval_samples_per_problem", "1", "--sampling", "{n: 2, max_new_tokens: 48}",
+            "--max_steps", "1", "--disable_tqdm", "true"]  # fmt: skip
     rs.main(
         *parse_recipe_args(
             (rs.RejectionSamplingArguments, SFTConfig, ModelConfig), SMOL / "rejection_sampling.yaml", argv

@@ -26,8 +26,9 @@ def main(model_dir: str, out: str) -> None:
     from transformers import AutoModelForCausalLM, TrainerCallback
 
     from recipes.common.model import load_tokenizer
-    from recipes.trainers.grpo import RLVRGRPOConfig, RLVRGRPOTrainer
-    from recipes.trainers.monitor import RLVRMonitor
+    from recipes.common.monitor import RLVRMonitor
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows
 
     args = RLVRGRPOConfig(

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from rewards.sandbox import SandboxUnavailableError, run_python
+from rewards.code.sandbox import SandboxUnavailableError, run_python
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN_VARIABLE = "RLVR_RUN_TOKEN"

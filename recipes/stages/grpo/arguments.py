@@ -1,0 +1,82 @@
+"""recipes/grpo.py's own options: the rewards, the collapse monitor, the cold start. The trainer's own options
+(dynamic sampling, the curriculum, variance_rewards, ...) are its config's: recipes.stages.grpo.config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tasks.schema import DataArguments
+
+
+@dataclass
+class GRPOScriptArguments(DataArguments):
+    """recipes/grpo.py: the rewards, the collapse monitor, the cold start. The trainer's own options (dynamic
+    sampling, the curriculum, variance_rewards, ...) are its config's: recipes.stages.grpo.trainer.RLVRGRPOConfig."""
+
+    rewards: list[dict] = field(
+        default_factory=lambda: [{"name": "math_accuracy", "weight": 1.0}],
+        metadata={"help": "Rewards from the registry: a YAML list of {name, weight, **parameters}."},
+    )
+    merge_lora: bool = field(
+        default=False,
+        metadata={"help": "With use_peft: save the LoRA adapter merged into the base weights (what vLLM loads)."},
+    )
+    monitor_std_threshold: float = field(
+        default=0.05, metadata={"help": "Warn of entropy collapse when the mean group reward std stays below this."}
+    )
+    monitor_patience: int = field(default=3, metadata={"help": "... for this many consecutive logs."})
+    gold_rewards: list[dict] = field(
+        default_factory=list,
+        metadata={
+            "help": "Rewards computed on the same completions but left out of the loss (e.g. [math_accuracy] beside a "
+            "learned reward): logged as gold/<name> beside proxy/<name>, and watched for reward hacking."
+        },
+    )
+    monitor_hacking_margin: float = field(
+        default=0.05,
+        metadata={
+            "help": "Warn 'reward hacking suspected' when, over the last monitor_patience + 1 logs, the training "
+            "reward rose while a gold reward fell by at least this much (least-squares fits of both)."
+        },
+    )
+    stop_on_reward_hacking: bool = field(
+        default=False,
+        metadata={
+            "help": "Stop the run when reward hacking is suspected and save the last checkpoint from before the "
+            "divergence as the final model (needs gold_rewards and save_strategy: steps)."
+        },
+    )
+    demo_model_if_missing: bool = field(
+        default=False,
+        metadata={
+            "help": "If model_name_or_path is missing and is the demo's own cold-start path (artifacts/demo/sft), "
+            "copy the cold start shipped in recipes/assets/ there (any other missing path is an error)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from rewards.registry import check_reward_specs
+
+        check_reward_specs(self.rewards, "rewards")  # name, parameters, types, weight: one line naming the entry
+        check_reward_specs(self.gold_rewards, "gold_rewards")
+        if self.stop_on_reward_hacking and not self.gold_rewards:
+            raise ValueError(
+                "stop_on_reward_hacking needs gold_rewards: the divergence is read from a gold reward beside the "
+                "training one, e.g. gold_rewards: [{name: math_accuracy}]"
+            )
+        if self.monitor_hacking_margin < 0:
+            raise ValueError(f"monitor_hacking_margin must be >= 0, got {self.monitor_hacking_margin}")
+
+    def check_with(self, *configs) -> None:
+        """The trainer config's `variance_rewards` names rewards of this list (recipes.common.checks runs this
+        once every dataclass of the recipe is parsed, before anything loads)."""
+        from recipes.stages.grpo.config import VARIANCE_FROM_SUM
+
+        names = {r if isinstance(r, str) else r["name"] for r in self.rewards}
+        for config in configs:
+            unknown = sorted(set(getattr(config, "variance_rewards", None) or ()) - names - {VARIANCE_FROM_SUM})
+            if unknown:
+                raise ValueError(
+                    f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"
+                )

@@ -1,0 +1,130 @@
+"""The GRPO trainer's config: `RLVRGRPOConfig` is trl.GRPOConfig plus the options of what
+recipes.stages.grpo.trainer.RLVRGRPOTrainer adds to TRL's GRPOTrainer (that module's docstring says what each
+one does), checked as the config is built; TRL keeps its trainers' configs the same way, a module beside each
+trainer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl import GRPOConfig
+
+from recipes.stages.grpo.dynamic_sampling import MODES
+from rewards import accuracy_reward_names
+
+SAMPLERS = ("random", "pass_rate_weighted")  # how prompts are drawn
+VARIANCE_FROM_SUM = "sum"  # variance_rewards: [sum] reads a group's variance from the weighted sum of all rewards
+
+
+@dataclass
+class RLVRGRPOConfig(GRPOConfig):
+    """trl.GRPOConfig plus RLVRGRPOTrainer's own options (the module docstring says what each one adds)."""
+
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata={"help": "DAPO's dynamic sampling: replace zero-variance groups with groups of further prompts."},
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=4, metadata={"help": "Extra generation rounds per step before zero-variance groups are let through."}
+    )
+    dynamic_sampling_mode: str = field(
+        default="batch",
+        metadata={
+            "help": "How much an extra round generates: 'batch' (a whole batch, surplus discarded), 'reference' "
+            "(verl's DAPO: 3x batches, accumulated, truncated) or 'adaptive' (missing / (1 - zero-variance share) "
+            "groups, surplus kept for the next step). See recipes/stages/grpo/dynamic_sampling.py."
+        },
+    )
+    sampler: str = field(
+        default="random",
+        metadata={
+            "help": "'random' (TRL's shuffle) or 'pass_rate_weighted' (Kimi's curriculum, weight 1 - pass rate)."
+        },
+    )
+    curriculum: dict = field(
+        default_factory=dict,
+        metadata={
+            "help": "Options of data_filters.curriculum.CurriculumSampler: floor, estimator (ema or mean), ema_alpha, "
+            "unknown_pass_rate, prior_weight, num_samples."
+        },
+    )
+    accuracy_reward: str | None = field(
+        default=None,
+        metadata={
+            "help": "The reward whose outcomes update the curriculum's pass rates. Default: the first accuracy reward "
+            "among the reward functions (registered with accuracy=True), else math_accuracy; when it is not among "
+            "them, a completion whose summed reward is positive counts as solved."
+        },
+    )
+    variance_rewards: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Rewards whose within-group spread is a group's variance, for dynamic sampling and the monitor. "
+            "Default: the accuracy rewards among the rewards (those registered with accuracy=True: math_accuracy, "
+            "code_pass_rate, code_binary), as DAPO filters on accuracy; with none of them, the weighted sum of all "
+            "rewards. `sum` alone: the weighted sum of all rewards even when there is an accuracy reward (the "
+            "filter DAPO's paper does not use, for the ablation)."
+        },
+    )
+    compact_generation: bool = field(
+        default=True,
+        metadata={
+            "help": "Generate with eval.decoding (finished rows leave the batch, a group's prompt is prefilled once) "
+            "instead of transformers' generate, on the transformers path with temperature/top-p/top-k sampling; "
+            "false: TRL's own generate. vLLM and continuous batching are TRL's either way."
+        },
+    )
+    share_prompts: bool = field(
+        default=True,
+        metadata={
+            "help": "Run each prompt of the loss pass once for its group, not once per completion "
+            "(recipes/stages/grpo/shared_prompt.py; the same log-probs and gradients), with each group kept in one "
+            "micro-batch; false: TRL's pass, every row whole."
+        },
+    )
+    trim_padding: bool = field(
+        default=True,
+        metadata={
+            "help": "Cut each micro-batch's prompt and completion tensors to its own longest row before the loss "
+            "pass (TRL pads them to the longest in the whole generation batch)."
+        },
+    )
+    merge_adapter_for_generation: bool = field(
+        default=True,
+        metadata={
+            "help": "With compact_generation and a LoRA policy, sample from the adapter merged into the base weights "
+            "(the base weights restored bit for bit afterwards); false: sample through the unmerged adapter."
+        },
+    )
+    skip_zero_advantage: bool = field(
+        default=True,
+        metadata={
+            "help": "Leave rows whose advantage is exactly zero out of the loss pass where that cannot change the "
+            "update: one process, loss_type dapo, cispo or vespo (normalised by the generation batch's tokens), "
+            "beta 0, no entropy bonus or entropy mask, no router aux loss. See recipes/stages/grpo/compact_generation.py."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
+        if self.dynamic_sampling_mode not in MODES:
+            raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {self.dynamic_sampling_mode!r}")
+        if not isinstance(self.curriculum, dict):
+            raise ValueError(f"curriculum must be a mapping of CurriculumSampler options, got {self.curriculum!r}")
+        if isinstance(self.variance_rewards, str):
+            self.variance_rewards = [self.variance_rewards]
+        if VARIANCE_FROM_SUM in (self.variance_rewards or ()) and len(self.variance_rewards) > 1:
+            raise ValueError(
+                f"variance_rewards {self.variance_rewards}: `{VARIANCE_FROM_SUM}` (the weighted sum of all rewards) "
+                "stands alone; give either it or reward names"
+            )
+        super().__post_init__()
+
+
+def variance_reward_names(variance_rewards: list[str] | None, reward_names: list[str]) -> list[str] | None:
+    """The rewards whose spread is a group's variance, as the trainer reads them (None: the weighted sum of all):
+    `variance_rewards` as given, by default the accuracy rewards among `reward_names`; `[sum]`: the sum."""
+    if variance_rewards == [VARIANCE_FROM_SUM]:
+        return None
+    return list(variance_rewards) if variance_rewards else accuracy_reward_names(reward_names) or None

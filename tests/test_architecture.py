@@ -1,0 +1,253 @@
+"""The claims of docs/ARCHITECTURE.md that a test can check, read from the source (lazy imports included):
+
+- each recipe's own code lives in its wing (recipes/stages/<recipe>/); recipes/common/ holds only what two or
+  more recipes use; no wing imports another wing, and recipes/common/ imports no wing;
+- every write of a file in the library layers goes through tasks.files.write_atomic (a few writes that are not
+  results files are listed below, each with its reason);
+- every recipe's training goes through the one resume rule (recipes.common.checkpoints.train_resuming);
+- the maximum completion length has one spelling (`max_new_tokens`) outside the mapping to TRL's own.
+Each checker is also run on a small planted example, so that it can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.test_import_cycles import import_graph, module_names
+
+RECIPES = ("sft", "grpo", "rejection_sampling", "distill", "reward_model")
+LIBRARY = ("rewards", "tasks", "eval", "data_filters", "recipes")
+
+
+def reached_from(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph.get(module, ())
+    return seen
+
+
+def recipes_using(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """For each module, the recipe scripts whose imports reach it."""
+    users: dict[str, set[str]] = {}
+    for recipe in RECIPES:
+        for module in reached_from(graph, f"recipes.{recipe}"):
+            users.setdefault(module, set()).add(recipe)
+    return users
+
+
+def misplaced(graph: dict[str, set[str]], modules) -> list[str]:
+    """Modules of recipes/common used by fewer than two recipes; wing modules reached by a recipe not their own;
+    imports from common into a wing or from one wing into another."""
+    users = recipes_using(graph)
+    found = []
+    for module in modules:
+        parts = module.split(".")
+        if parts[:2] == ["recipes", "common"] and len(parts) > 2 and len(users.get(module, ())) < 2:
+            found.append(f"{module} is in recipes/common/ but used by {sorted(users.get(module, ())) or 'no recipe'}")
+        if parts[:2] == ["recipes", "stages"] and len(parts) > 2 and users.get(module, set()) - {parts[2]}:
+            found.append(f"{module} is {parts[2]}'s but used by {sorted(users[module] - {parts[2]})}")
+    for importer, imported in graph.items():
+        for target in imported:
+            side, other = importer.split(".")[:3], target.split(".")[:3]
+            if other[:2] == ["recipes", "stages"] and len(other) > 2 and side[:2] != ["recipes", "stages"]:
+                if side[:2] == ["recipes", "common"]:
+                    found.append(f"{importer} (common) imports the wing module {target}")
+            elif side[:2] == other[:2] == ["recipes", "stages"] and len(side) > 2 and len(other) > 2:
+                if side[2] != other[2]:
+                    found.append(f"{importer} imports another wing's {target}")
+    return sorted(found)
+
+
+def test_recipes_common_holds_only_what_two_recipes_use_and_wings_stay_apart():
+    modules = module_names(REPO)
+    graph = import_graph(modules)
+    for recipe in RECIPES:
+        assert f"recipes.{recipe}" in modules and f"recipes.stages.{recipe}" in modules, recipe
+    assert not misplaced(graph, modules), "\n".join(misplaced(graph, modules))
+
+
+def test_the_wing_check_can_fail():
+    graph = {
+        "recipes.sft": {"recipes.common.only_sft", "recipes.common.shared"},
+        "recipes.grpo": {"recipes.common.shared", "recipes.stages.grpo.trainer"},
+        "recipes.rejection_sampling": {"recipes.stages.rejection_sampling.rounds"},
+        "recipes.stages.rejection_sampling.rounds": {"recipes.stages.grpo.trainer"},
+        "recipes.common.shared": {"recipes.stages.grpo.trainer"},
+    }
+    modules = {"recipes.common.only_sft", "recipes.common.shared", "recipes.stages.grpo.trainer"}
+    assert misplaced(graph, modules) == sorted(
+        [
+            "recipes.common.only_sft is in recipes/common/ but used by ['sft']",
+            "recipes.stages.grpo.trainer is grpo's but used by ['rejection_sampling', 'sft']",
+            "recipes.common.shared (common) imports the wing module recipes.stages.grpo.trainer",
+            "recipes.stages.rejection_sampling.rounds imports another wing's recipes.stages.grpo.trainer",
+        ]
+    )
+
+
+# ---------------------------------------------------------------- atomic writes
+
+# Writes that are not a results file a reader or a resumed run trusts, each with its reason.
+NOT_RESULTS = {
+    "tasks/files.py": "the atomic helper itself",
+    "recipes/_checkout.py": "the venv's .pth file, written once by make setup",
+    "recipes/common/monitor.py": "metrics.jsonl is a log appended a line at a time; a reader skips a torn last line",
+    "eval/evaluate.py": "samples.part*.jsonl, appended a chunk at a time and fsynced, a torn last line cut on resume; "
+    "samples.jsonl, per_problem.jsonl and summary.json are written from them with write_atomic",
+    "recipes/stages/grpo/checkpoint_state.py": "adaptive sampling's buffer, a tensor file inside a checkpoint "
+    "(checkpoints.damage tells a cut-short checkpoint, and the resume rule passes over it)",
+}
+SANDBOX = "rewards/code/sandbox/"  # the program's own files inside its sandbox root: no results file
+
+
+def file_writes(source: str) -> list[int]:
+    """Lines that write a file directly: Path.write_text/write_bytes, open(..., 'w'/'a'/'x'), json.dump,
+    torch.save, os.replace/rename."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        if name in ("write_text", "write_bytes") or (name == "dump" and owner == "json"):
+            lines.append(node.lineno)
+        elif (name == "save" and owner == "torch") or (name in ("replace", "rename") and owner == "os"):
+            lines.append(node.lineno)
+        elif name in ("open", "fdopen"):
+            modes = [arg for arg in node.args[1:2]] + [kw.value for kw in node.keywords if kw.arg == "mode"]
+            if any(
+                isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax") for m in modes
+            ):
+                lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_every_results_file_is_written_atomically():
+    offenders = []
+    for package in LIBRARY:
+        for path in sorted((REPO / package).rglob("*.py")):
+            name = str(path.relative_to(REPO))
+            if name in NOT_RESULTS or name.startswith(SANDBOX):
+                continue
+            offenders += [f"{name}:{line}" for line in file_writes(path.read_text())]
+    assert not offenders, "files written in place (use tasks.files.write_atomic):\n" + "\n".join(offenders)
+
+
+def test_the_write_check_can_fail():
+    source = (
+        "import json, os, torch\n"
+        "p.write_text('x')\n"
+        "open(f, 'w')\n"
+        "open(f)\n"
+        "json.dump(d, h)\n"
+        "torch.save(t, f)\n"
+        "os.replace(a, b)\n"
+        "'a'.replace('a', 'b')\n"
+        "open(f, mode='a')\n"
+    )
+    assert file_writes(source) == [2, 3, 5, 6, 7, 9]
+
+
+# ---------------------------------------------------------------- the resume rule
+
+
+def train_calls(source: str) -> list[int]:
+    """Lines that call `<something>.train(...)`: a trainer's training run."""
+    return sorted(
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "train"
+    )
+
+
+def test_every_recipe_trains_through_the_one_resume_rule():
+    rule = REPO / "recipes" / "common" / "checkpoints.py"
+    assert len(train_calls(rule.read_text())) == 1
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted((REPO / "recipes").rglob("*.py"))
+        if path != rule
+        for line in train_calls(path.read_text())
+    ]
+    assert not offenders, "training that bypasses recipes.common.checkpoints.train_resuming:\n" + "\n".join(offenders)
+    users = [
+        path.stem
+        for path in sorted((REPO / "recipes").rglob("*.py"))
+        if "train_resuming(" in path.read_text() and path != rule
+    ]
+    assert set(users) >= {"grpo", "sft_training", "stages", "training"}  # GRPO, SFT, on-policy distill, the ORM
+
+
+def test_the_train_check_can_fail():
+    assert train_calls("trainer.train()\nmodel.train()\nx = train()\n") == [1, 2]
+
+
+# ---------------------------------------------------------------- one spelling of the completion length
+
+
+def identifiers(source: str) -> set[str]:
+    """Names the code uses (variables, attributes, arguments, keywords, fields), not words in strings or comments."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            found.add(node.attr)
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            found.add(node.arg)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found.add(node.target.id)
+    return found
+
+
+# TRL's trainers name it max_completion_length; compact generation hands TRL's value to eval.decoding's
+# max_new_tokens: the one mapping.
+TRL_MAPPING = "recipes/stages/grpo/compact_generation.py"
+OLD_SPELLINGS = {"sample_max_new_tokens", "eval_max_new_tokens"}  # (vLLM's own max_tokens is its API)
+
+
+def length_spellings(files: dict[str, str]) -> list[str]:
+    offenders = []
+    for name, text in sorted(files.items()):
+        used = identifiers(text)
+        offenders += [f"{name}: {word}" for word in sorted(used & OLD_SPELLINGS)]
+        if "max_completion_length" in used and name != TRL_MAPPING:
+            offenders.append(f"{name}: max_completion_length outside the TRL mapping")
+    return offenders
+
+
+def test_the_completion_length_has_one_spelling():
+    """`max_new_tokens` in the code everywhere; TRL's `max_completion_length` only where it is mapped to it."""
+    files = {
+        str(path.relative_to(REPO)): path.read_text() for package in LIBRARY for path in (REPO / package).rglob("*.py")
+    }
+    assert not length_spellings(files), "\n".join(length_spellings(files))
+
+
+def test_the_spelling_check_can_fail():
+    files = {
+        "a.py": "x = args.sample_max_new_tokens\n# max_completion_length in a comment\n",
+        TRL_MAPPING: "n = self.max_completion_length\n",
+        "b.py": "f(max_completion_length=3)\n",
+    }
+    assert length_spellings(files) == [
+        "a.py: sample_max_new_tokens",
+        "b.py: max_completion_length outside the TRL mapping",
+    ]
+
+
+def test_claims_and_files_agree():
+    """Every module path docs/ARCHITECTURE.md names exists."""
+    import re
+
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"`((?:rewards|tasks|eval|data_filters|recipes|scripts)/[\w/]+\.py)`", text))
+    assert named, "ARCHITECTURE.md names no file"
+    missing = sorted(name for name in named if not Path(REPO / name).is_file())
+    assert not missing, f"docs/ARCHITECTURE.md names files that do not exist: {missing}"
