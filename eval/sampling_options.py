@@ -73,6 +73,9 @@ class SamplingOptions:
         if not isinstance(value, dict):
             raise ValueError(f"{option} must be a mapping of sampling options, e.g. {{n: 8, temperature: 1.0}}")
         unknown = sorted(set(value) - set(OPTION_NAMES))
+        glued = [key for key in unknown if isinstance(key, str) and ":" in key]
+        if glued:  # YAML's flow mapping reads {n:4} as the key 'n:4': a space must follow the colon
+            raise ValueError(f"{option}: {glued[0]!r} is one key; write {{n: 4}}, with a space after each colon")
         if unknown:
             raise ValueError(f"{option}: " + unknown_names_message(unknown, OPTION_NAMES, "sampling option"))
         try:
