@@ -82,6 +82,24 @@ def test_shared_pass_equals_the_full_pass(lora):
         assert all("lora_" in name for name in full_grads)
 
 
+def test_under_gradient_checkpointing_the_callers_own_pass_runs():
+    """A model that checkpoints its activations keeps no KV cache while training: the shared pass would run the
+    completions without their prompts (log-probs off by nats, what GPU configs with gradient_checkpointing got);
+    it must leave the pass to the caller instead."""
+    tokenizer = AutoTokenizer.from_pretrained(SHIPPED_COLD_START)
+    model = AutoModelForCausalLM.from_pretrained(SHIPPED_COLD_START)
+    add_fused_lm_head(model, outputs=("log_probs", "entropy"))
+    model.gradient_checkpointing_enable()
+    model.train()
+    ids, mask, keep = left_right_batch(tokenizer, ["<|user|>What is 3+4?<|assistant|>"] * 2, ["7", "the sum is 7"])
+    assert shared_prompt_logps(model, ids, mask, keep, compute_entropy=False) is None
+    model.eval()  # no checkpointing outside training: the cache is kept and the pass is shared again
+    logps, _ = shared_prompt_logps(model, ids, mask, keep, compute_entropy=False)
+    full_logps, _ = full_pass(model, ids, mask, keep)
+    on = mask[:, -keep:].bool()
+    torch.testing.assert_close(logps[on], full_logps[on], atol=1e-5, rtol=1e-4)
+
+
 def test_no_shared_prompt_means_the_callers_own_pass(tiny_model_dir):
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED_COLD_START)
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_COLD_START)

@@ -25,7 +25,8 @@ def shared_prompt_logps(
 ):
     """(log-probs, entropies or None) of the last `logits_to_keep` tokens of each row, as TRL's
     `_get_per_token_logps_and_entropies` returns them for a text model whose forward was given TRL's fused LM head
-    (`fused_lm_head=True`), or None when no two rows share a prompt (nothing to save; the caller runs its own pass).
+    (`fused_lm_head=True`), or None when no two rows share a prompt (nothing to save) or the model keeps no cache
+    (gradient checkpointing while training): the caller then runs its own pass.
 
     `model` is what the trainer calls (a DDP wrapper, when there is one, sees exactly one forward: the one with
     the completions); `prefix_model` runs the prompts (default `model`; the trainer passes the unwrapped model).
@@ -52,6 +53,11 @@ def shared_prompt_logps(
         use_cache=True,
         logits_to_keep=1,
     )
+    if cache.get_seq_length() != prefix_width:
+        # No cache came back: under gradient checkpointing a model in training mode switches use_cache off, and
+        # the completions would then run without their prompts (log-probs off by nats; found by the sampler's
+        # mismatch metrics, recipes.stages.grpo.sampler_correction). The caller runs its own full pass.
+        return None
     cache.batch_select_indices(owner)  # an index (differentiable): each row reads its group's prompt
 
     labels = input_ids.masked_fill(attention_mask == 0, -100)
