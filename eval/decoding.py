@@ -35,15 +35,20 @@ import torch
 Pick = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def global_sampler(temperature: float, top_p: float = 1.0, top_k: int | None = None) -> Pick:
+def global_sampler(
+    temperature: float, top_p: float = 1.0, top_k: int | None = None, with_logprobs: bool = False
+) -> Pick:
     """Temperature / top-k / top-p sampling from torch's global random stream (greedy at temperature 0), by
-    inverse CDF: one uniform a row (eval.row_sampling.inverse_cdf)."""
+    inverse CDF: one uniform a row (eval.row_sampling.inverse_cdf). With `with_logprobs`, the pick returns
+    `(tokens, log-probabilities of the tokens under the distribution they were drawn from)` (0 when greedy)."""
     from eval.row_sampling import inverse_cdf
 
-    def pick(logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def pick(logits: torch.Tensor, rows: torch.Tensor):
         if temperature == 0:
-            return logits.argmax(dim=-1)
-        return inverse_cdf(logits, torch.rand(logits.shape[0]), temperature, top_p, top_k)
+            tokens = logits.argmax(dim=-1)
+            return (tokens, torch.zeros(tokens.shape, dtype=torch.float32)) if with_logprobs else tokens
+        uniforms = torch.rand(logits.shape[0])
+        return inverse_cdf(logits, uniforms, temperature, top_p, top_k, with_logprobs=with_logprobs)
 
     return pick
 
@@ -79,11 +84,14 @@ def sample_tokens(
     stop_ids: set[int] | Sequence[int],
     pad_id: int,
     pick: Pick,
+    logprobs: list[list[float]] | None = None,
 ) -> list[list[int]]:
     """The generated token ids of each prompt (one row each), the stop token included when one was emitted.
 
     `prompts` are token ids (no padding). Rows with the same prompt share one prefill. The model is run in
-    eval mode (dropout off) and put back as it was.
+    eval mode (dropout off) and put back as it was. When `pick` also returns log-probabilities (a
+    `global_sampler(..., with_logprobs=True)`), pass a list as `logprobs`: it receives one list a row, the
+    log-probability each generated token was sampled with.
     """
     if not prompts:
         return []
@@ -118,8 +126,13 @@ def sample_tokens(
 
         live = torch.arange(len(prompts), device=device)  # original row of each row still in the batch
         generated: list[list[int]] = [[] for _ in prompts]
+        sampled_logprobs: list[list[float]] = [[] for _ in prompts]
         for step in range(max_new_tokens):
             tokens = pick(logits, live)
+            if isinstance(tokens, tuple):  # (tokens, the log-probabilities they were sampled with)
+                tokens, token_logprobs = tokens
+                for row, value in zip(live.tolist(), token_logprobs.tolist(), strict=True):
+                    sampled_logprobs[row].append(value)
             for row, token in zip(live.tolist(), tokens.tolist(), strict=True):
                 generated[row].append(token)
             if step == max_new_tokens - 1:
@@ -145,6 +158,8 @@ def sample_tokens(
             logits = out.logits[:, -1, :]
             next_position = next_position + 1
         _done(len(live))  # the rows that stopped at the last step, or ran to max_new_tokens
+        if logprobs is not None:
+            logprobs[:] = sampled_logprobs
         return generated
     finally:
         if was_training:

@@ -55,15 +55,23 @@ class CompactGenerationMixin:
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
             merged_lora(unwrapped_model, enabled=self.args.merge_adapter_for_generation) as sampling_model,
         ):
+            logprobs: list[list[float]] = []
             completion_ids = sample_tokens(
                 sampling_model,
                 prompt_ids,
                 max_new_tokens=self.max_completion_length,
                 stop_ids=set(self.eos_token_ids),
                 pad_id=self._tokenizer.pad_token_id,
-                pick=global_sampler(self.temperature, self.top_p, self.top_k),
+                pick=global_sampler(*self._sampling_distribution(), with_logprobs=True),
+                logprobs=logprobs,
             )
-        return completion_ids, None  # no sampling log-probs, as TRL's own transformers path
+        # the log-probs each token was sampled with, as TRL's vLLM path hands them over (TRL's own transformers
+        # path has none): recipes.stages.grpo.sampler_correction compares them with the trainer's own
+        return completion_ids, logprobs
+
+    def _sampling_distribution(self) -> tuple[float, float, int | None]:
+        """(temperature, top_p, top_k) the sampler draws with: the trainer's own."""
+        return self.temperature, self.top_p, self.top_k
 
     def _compact_generation_applies(self, images, multimodal_fields) -> bool:
         """eval.decoding serves plain-text sampling with temperature, top-p and top-k; anything else is TRL's."""

@@ -29,7 +29,11 @@ set from GRPOConfig. What this subclass adds:
   the verifier (recipes.common.monitor warns of reward hacking from them);
 * cheaper steps on the transformers path: `compact_generation`, `merge_adapter_for_generation`, `trim_padding`
   and `skip_zero_advantage` (recipes.stages.grpo.compact_generation), `share_prompts` (recipes.stages.grpo.shared_prompt: a
-  group's prompt runs once in the loss pass).
+  group's prompt runs once in the loss pass);
+* the sampler's log-probs (recipes.stages.grpo.sampler_correction): compact generation records the log-prob each
+  token was drawn with; the loss pass logs the mismatch with its own (`sampling/sampling_logp_difference/*`,
+  `sampling/importance_sampling_ratio/*`, `training/rollout_probs_diff_*`) and corrects the loss by TRL's
+  `vllm_importance_sampling_*` options, as TRL does on its vLLM path.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from recipes.stages.grpo.compact_generation import CompactGenerationMixin, trim_
 from recipes.stages.grpo.config import RLVRGRPOConfig, variance_reward_names
 from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin
 from recipes.stages.grpo.gold import GoldRewardsMixin
+from recipes.stages.grpo.sampler_correction import SamplerCorrectionMixin
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 from recipes.stages.grpo.step_timing import StepTimer, StepTimingCallback
 from recipes.stages.grpo.zero_advantage import ZeroAdvantageMixin
@@ -54,7 +59,13 @@ logger = logging.getLogger(__name__)
 
 
 class RLVRGRPOTrainer(
-    CompactGenerationMixin, ZeroAdvantageMixin, DynamicSamplingMixin, RLVRStateMixin, GoldRewardsMixin, GRPOTrainer
+    CompactGenerationMixin,
+    ZeroAdvantageMixin,
+    SamplerCorrectionMixin,
+    DynamicSamplingMixin,
+    RLVRStateMixin,
+    GoldRewardsMixin,
+    GRPOTrainer,
 ):
     """GRPOTrainer plus dynamic sampling and a pass-rate curriculum, every option read from `args`, an
     RLVRGRPOConfig (see the module docstring)."""
@@ -219,9 +230,9 @@ class RLVRGRPOTrainer(
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         if torch.is_grad_enabled():  # the loss pass's own forward: part of forward_backward
             shared = self._shared_prompt_pass(*args, **kwargs) if self.share_prompts else None
-            if shared is not None:
-                return shared
-            return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            result = shared if shared is not None else super()._get_per_token_logps_and_entropies(*args, **kwargs)
+            self._correct_for_sampler(result[0])  # recipes.stages.grpo.sampler_correction, when it applies
+            return result
         with self.step_timing.phase("logprobs"):  # old / reference / buffered sampling log-probs
             return super()._get_per_token_logps_and_entropies(*args, **kwargs)
 
