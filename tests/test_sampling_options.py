@@ -32,7 +32,10 @@ def test_the_options_make_each_calls_params():
         ({"temprature": 0.5}, "unknown sampling option(s) 'temprature'; did you mean 'temperature'?"),
         ("[1, 2]", "sampling must be a mapping"),
         ("{n: 2", "sampling is not valid JSON"),
-        ({"n:4": None, "max_new_tokens:48": None}, "'max_new_tokens:48' is one key; write {n: 4}, with a space after each colon"),
+        (
+            {"n:4": None, "max_new_tokens:48": None},
+            "'max_new_tokens:48' is one key; write {n: 4}, with a space after each colon",
+        ),
     ],
 )
 def test_a_wrong_option_is_one_message_that_names_it(value, message):

@@ -30,8 +30,10 @@ def distributed_setup(accelerator) -> dict:
 
 
 def set_generation_kv_cache(training_args) -> None:
-    """Generate with the KV cache during GRPO training (see recipes.common.model.with_kv_cache)."""
-    training_args.generation_kwargs = with_kv_cache(training_args.generation_kwargs)
+    """Generate with the KV cache during GRPO training (see recipes.common.model.with_kv_cache). Not with vLLM:
+    TRL hands generation_kwargs to vLLM's SamplingParams, which refuses `use_cache` (and always caches)."""
+    if not training_args.use_vllm:
+        training_args.generation_kwargs = with_kv_cache(training_args.generation_kwargs)
 
 
 def prepare_learned_rewards(functions, tokenizer, device) -> None:

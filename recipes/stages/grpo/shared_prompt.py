@@ -33,6 +33,8 @@ def shared_prompt_logps(
     """
     from transformers import DynamicCache
 
+    from eval.decoding import cache_argument
+
     width = input_ids.shape[1]
     prefix_width = width - logits_to_keep - 1  # the prompt without its last token
     if prefix_width < 1:
@@ -45,11 +47,12 @@ def shared_prompt_logps(
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
     cache = DynamicCache()
+    cache_name = cache_argument(prefix_model or model)
     (prefix_model or model)(
         input_ids=prefix_ids.index_select(0, first),
         attention_mask=prefix_mask.index_select(0, first),
         position_ids=positions[:, :prefix_width].index_select(0, first),
-        cache=cache,
+        **{cache_name: cache},
         use_cache=True,
         logits_to_keep=1,
     )
@@ -66,7 +69,7 @@ def shared_prompt_logps(
         input_ids=input_ids[:, prefix_width:],
         attention_mask=attention_mask,
         position_ids=positions[:, prefix_width:],
-        cache=cache,
+        **{cache_name: cache},
         labels=labels[:, prefix_width:],
         fused_lm_head=True,
     )

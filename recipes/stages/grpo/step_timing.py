@@ -4,7 +4,8 @@ Issue 25 asks why a DAPO step on two cores takes about twice what its FLOPs need
 full-vocabulary logits or rambling generations is no way to choose what to fix, so every optimizer step
 logs, as verl logs its `timing_s/*`:
 
-* `timing_s/generate` (every generation round, summed: dynamic sampling runs several), `timing_s/rewards`,
+* `timing_s/generate` (every generation round, summed: dynamic sampling runs several), `timing_s/update_weights`
+  (pushing the policy's weights into vLLM before it generates; 0 without vLLM), `timing_s/rewards`,
   `timing_s/logprobs` (forward passes without gradient: old / reference log-probs, a buffer's sampling
   log-probs), `timing_s/forward_backward` (the loss passes and their backward), `timing_s/optimizer`
   (everything after the last loss pass: clipping, the optimizer and scheduler steps, zero_grad) and
@@ -42,7 +43,7 @@ from tasks.files import write_atomic
 
 logger = logging.getLogger(__name__)
 
-PHASES = ("generate", "rewards", "logprobs", "forward_backward", "optimizer")
+PHASES = ("generate", "update_weights", "rewards", "logprobs", "forward_backward", "optimizer")
 TIMING_KEYS = (
     *(f"timing_s/{phase}" for phase in PHASES),
     "timing_s/step",
@@ -281,7 +282,8 @@ class StepTimer:
         return record
 
     def summary(self) -> dict:
-        """The run card's `timing`: mean seconds per phase and tokens per step, FLOP/s over the run's steps."""
+        """The run card's `timing`: mean and total seconds per phase (the weight push's among them), tokens per
+        step, FLOP/s over the run's steps."""
         if not self.records:
             return {"steps": 0}
         steps = len(self.records)
@@ -295,6 +297,7 @@ class StepTimer:
         return {
             "steps": steps,
             "seconds_per_step": {phase: mean(f"timing_s/{phase}") for phase in (*PHASES, "step")},
+            "seconds_total": {phase: mean(f"timing_s/{phase}") * steps for phase in (*PHASES, "step")},
             "tokens_per_step": {"generated": mean("tokens/generated"), "trained": mean("tokens/trained")},
             "padding_share": (positions - self._totals["trained"]) / positions if positions else 0.0,
             "flops_per_step": mean("perf/flops"),

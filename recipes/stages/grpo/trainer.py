@@ -86,12 +86,24 @@ class RLVRGRPOTrainer(
         self.curriculum = None
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
+        if args.use_vllm and args.vllm_mode == "colocate" and not torch.cuda.is_available():
+            from recipes.stages.grpo.vllm_cpu import adapt_for_cpu
+
+            adapt_for_cpu()  # TRL's weight push cannot reach vLLM's CPU kernels: vLLM's own reload can
         super().__init__(model, reward_funcs, args, *rest, **kwargs)
         # gold rewards: scored on the same completions, logged, never in the loss (see _calculate_rewards)
         self.gold_reward_funcs = list(gold_reward_funcs)
         self.gold_reward_names = [function.__name__ for function in self.gold_reward_funcs]
         self.step_timing = StepTimer(self.accelerator.device)
         self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
+        if self.use_vllm:  # the weight push, a cost of its own (verl's timing_s/update_weights)
+            push = self.vllm_generation.sync_weights
+
+            def timed_push():
+                with self.step_timing.phase("update_weights"):
+                    return push()
+
+            self.vllm_generation.sync_weights = timed_push
         self.variance_rewards = variance_reward_names(args.variance_rewards, self.reward_func_names)
         logger.info("a group's variance is read from %s", self.variance_rewards or "the weighted sum of all rewards")
         accuracy = accuracy_reward_names(self.reward_func_names)
