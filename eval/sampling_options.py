@@ -57,21 +57,12 @@ class SamplingOptions:
     def from_mapping(cls, value, option: str, defaults: dict | None = None) -> SamplingOptions:
         """The options a config gives under `option`: a mapping (a JSON string on the command line), over
         `defaults`; an unknown key is an error that names it and the nearest known one."""
-        import json
-
         from rewards.names import unknown_names_message
+        from rewards.options import mapping_option
 
         if isinstance(value, cls):
             return value
-        if isinstance(value, str):
-            try:
-                value = json.loads(value) if value.strip() else None
-            except ValueError as error:
-                raise ValueError(f"{option} is not valid JSON ({error}): {value!r}") from error
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            raise ValueError(f"{option} must be a mapping of sampling options, e.g. {{n: 8, temperature: 1.0}}")
+        value = mapping_option(value, option) or {}
         unknown = sorted(set(value) - set(OPTION_NAMES))
         glued = [key for key in unknown if isinstance(key, str) and ":" in key]
         if glued:  # YAML's flow mapping reads {n:4} as the key 'n:4': a space must follow the colon

@@ -7,6 +7,8 @@ two cores); the unit tests also check the requests it builds and how it reads th
 
 from __future__ import annotations
 
+import functools
+
 from eval.continuation import Continuation, ContinuationRequest, held_open_bans
 from eval.sampling import Sample, SamplerBase, SamplingParams, prompt_key, sample_seed
 
@@ -135,6 +137,7 @@ def _vllm_params(params: SamplingParams, n: int, max_tokens: int, seed: int, **o
     )
 
 
+@functools.cache
 def _cpu_build() -> bool:
     """Whether the vLLM that runs is a CPU build (its platform says so; a stand-in without one is not)."""
     try:

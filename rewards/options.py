@@ -1,5 +1,5 @@
 """Options every scorer and config reads alike: the `require_number` column, yes/no values as rows write them,
-and numbers as YAML 1.1 leaves them.
+numbers as YAML 1.1 leaves them, and mapping options given as JSON on a command line.
 
 Kept apart from rewards.verdicts so the math verifier (which reads them) and the verdicts (which call the math
 verifier) do not import each other."""
@@ -40,3 +40,17 @@ def yaml_numbers(value):
     if isinstance(value, list):
         return [yaml_numbers(item) for item in value]
     return float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value
+
+
+def mapping_option(value, name: str) -> dict | None:
+    """A mapping option: a dict from the YAML, or a JSON string from the command line (empty: None)."""
+    import json
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else None
+        except ValueError as error:
+            raise ValueError(f"{name} is not valid JSON ({error}): {value!r}") from error
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"{name} must be a mapping of option names to values, got {value!r}")
+    return value

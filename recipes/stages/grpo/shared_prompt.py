@@ -35,6 +35,12 @@ def shared_prompt_logps(
 
     from eval.decoding import cache_argument
 
+    runner = prefix_model or model
+    checkpointing = getattr(runner, "is_activation_checkpointing", None)  # transformers' name after 5.17
+    if checkpointing is None:
+        checkpointing = getattr(runner, "is_gradient_checkpointing", False)
+    if runner.training and checkpointing:
+        return None  # it would keep no cache (below): leave the pass to the caller without running the prompts
     width = input_ids.shape[1]
     prefix_width = width - logits_to_keep - 1  # the prompt without its last token
     if prefix_width < 1:
@@ -47,8 +53,8 @@ def shared_prompt_logps(
     positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
 
     cache = DynamicCache()
-    cache_name = cache_argument(prefix_model or model)
-    (prefix_model or model)(
+    cache_name = cache_argument(runner)
+    runner(
         input_ids=prefix_ids.index_select(0, first),
         attention_mask=prefix_mask.index_select(0, first),
         position_ids=positions[:, :prefix_width].index_select(0, first),

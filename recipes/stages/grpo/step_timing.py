@@ -288,8 +288,11 @@ class StepTimer:
             return {"steps": 0}
         steps = len(self.records)
 
+        def total(key: str) -> float:
+            return sum(record[key] for record in self.records)
+
         def mean(key: str) -> float:
-            return sum(record[key] for record in self.records) / steps
+            return total(key) / steps
 
         seconds = self._totals["step_seconds"]
         flops_per_s = self._totals["flops"] / seconds if seconds > 0 else 0.0
@@ -297,7 +300,7 @@ class StepTimer:
         return {
             "steps": steps,
             "seconds_per_step": {phase: mean(f"timing_s/{phase}") for phase in (*PHASES, "step")},
-            "seconds_total": {phase: mean(f"timing_s/{phase}") * steps for phase in (*PHASES, "step")},
+            "seconds_total": {phase: total(f"timing_s/{phase}") for phase in (*PHASES, "step")},
             "tokens_per_step": {"generated": mean("tokens/generated"), "trained": mean("tokens/trained")},
             "padding_share": (positions - self._totals["trained"]) / positions if positions else 0.0,
             "flops_per_step": mean("perf/flops"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recipes.common.config import mapping_option
+from rewards.options import mapping_option
 from tasks.schema import DataArguments
 
 
