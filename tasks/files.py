@@ -17,11 +17,13 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` atomically (creating its folder); returns the path."""
+def write_atomic(path: str | Path, text: str | bytes) -> Path:
+    """Write `text` (or bytes) to `path` atomically (creating its folder); returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False)
+    handle = tempfile.NamedTemporaryFile(
+        "wb" if isinstance(text, bytes) else "w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+    )
     try:
         with handle:
             handle.write(text)

@@ -5,9 +5,9 @@ printed line on its node; scripts/launch/train.slurm runs the same lines under S
     python scripts/launch/commands.py --config recipes/configs/qwen2.5-7b/dapo.yaml --nodes 4 --gpus-per-node 8 \\
         --main-ip 10.0.0.1 [--vllm-mode server --vllm-host 10.0.0.9 --vllm-tp 8] [--node-rank 2]
 
-Server mode: the vLLM node serves the config's model as TRL 1.16 expects it (`vllm serve` with the NCCL weight
-transfer engine, processed log-probs: TRL's `vllm_serve.build_command`), and every training process pushes its
-weights there before each generation. Colocate mode: no vLLM node; the config's own vLLM options apply. See
+Server mode: the vLLM node serves the config's model as TRL 1.16 expects it (scripts/launch/vllm_serve.py: `vllm
+serve` with the NCCL weight-transfer engine and processed log-probs, as TRL's `vllm_serve.build_command` starts
+it), and the training processes push their weights there before each generation. Colocate mode: no vLLM node; the config's own vLLM options apply. See
 docs/scaling.md for the memory each choice needs.
 """
 
@@ -25,11 +25,11 @@ MASTER_PORT = 29500
 
 
 def vllm_server_command(model: str, port: int, tensor_parallel: int, data_parallel: int = 1) -> str:
-    """What TRL 1.16's (deprecated) `trl vllm-serve` starts: vLLM's server with the weight-transfer engine."""
+    """The vLLM node's command: scripts/launch/vllm_serve.py, vLLM's server as TRL 1.16 expects it (on a GPU, what
+    the deprecated `trl vllm-serve` starts: the NCCL weight-transfer engine, processed log-probs)."""
     return (
-        f"VLLM_SERVER_DEV_MODE=1 vllm serve {shlex.quote(model)} --host 0.0.0.0 --port {port} "
-        f"--tensor-parallel-size {tensor_parallel} --data-parallel-size {data_parallel} "
-        '--weight-transfer-config \'{"backend": "nccl"}\' --logprobs-mode processed_logprobs --max-logprobs -1'
+        f"python scripts/launch/vllm_serve.py {shlex.quote(model)} --host 0.0.0.0 --port {port} "
+        f"--tensor-parallel-size {tensor_parallel} --data-parallel-size {data_parallel}"
     )
 
 

@@ -86,10 +86,10 @@ class RLVRGRPOTrainer(
         self.curriculum = None
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
-        if args.use_vllm and args.vllm_mode == "colocate" and not torch.cuda.is_available():
+        if args.use_vllm and not torch.cuda.is_available():
             from recipes.stages.grpo.vllm_cpu import adapt_for_cpu
 
-            adapt_for_cpu()  # TRL's weight push cannot reach vLLM's CPU kernels: vLLM's own reload can
+            adapt_for_cpu()  # TRL's weight pushes cannot reach vLLM's CPU kernels: vLLM's own reload can
         super().__init__(model, reward_funcs, args, *rest, **kwargs)
         # gold rewards: scored on the same completions, logged, never in the loss (see _calculate_rewards)
         self.gold_reward_funcs = list(gold_reward_funcs)
