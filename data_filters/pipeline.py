@@ -54,7 +54,7 @@ class _Context:
     samplers: dict = field(default_factory=dict)
 
     def sampler(self, override: dict | None):
-        spec = {"backend": "transformers", "batch_size": 64, **self.model, **(override or {})}
+        spec = {"backend": "auto", "batch_size": 64, **self.model, **(override or {})}
         unknown = sorted(set(spec) - set(_MODEL_OPTIONS))
         if unknown:
             raise ConfigError(f"model: unknown option(s) {unknown}; options: {', '.join(_MODEL_OPTIONS)}")
@@ -66,7 +66,7 @@ class _Context:
         return self.samplers[key]
 
 
-def load_sampler(name_or_path: str, backend: str = "transformers", batch_size: int = 64):
+def load_sampler(name_or_path: str, backend: str = "auto", batch_size: int = 64):
     """A sampler from eval's factory (transformers or vLLM), or a transformers sampler built here."""
     try:
         from eval.sampler import make_sampler

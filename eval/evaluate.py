@@ -291,12 +291,13 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     import torch
     from accelerate import PartialState
 
-    from eval.sampler import make_sampler
+    from eval.sampler import make_sampler, resolve_backend
     from tasks.datasets import default_user_template, load_eval_dataset
 
     # Without a GPU, `accelerate launch --multi_gpu --num_processes 2` starts two processes that only
     # form a (gloo) process group when the state is told it runs on the CPU.
     state = PartialState(cpu=not torch.cuda.is_available())
+    args.backend = resolve_backend(args.backend)  # the protocol names the backend that ran, not "auto"
     protocol = {
         "model": args.model, "n": args.n, "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
         "max_new_tokens": args.max_new_tokens, "system_prompt": args.system_prompt, "user_template": args.user_template,

@@ -34,8 +34,10 @@ class SamplingOptions:
     )
     seed: int | None = field(default=None, metadata={"help": "the samples' seed (None: the run's seed)"})
     backend: str = field(
-        default="transformers",
-        metadata={"help": "'transformers', 'vllm' (GPU) or 'auto' (vLLM when it is installed and a GPU is present)"},
+        default="auto",
+        metadata={
+            "help": "'transformers', 'vllm' or 'auto' (vLLM where it is installed, GPU or CPU; else transformers)"
+        },
     )
     batch_size: int = field(default=64, metadata={"help": "sequences per generate call (transformers)"})
 

@@ -183,3 +183,47 @@ def test_a_sampler_ten_percent_hotter_than_the_trainer_shows_in_the_metrics(tmp_
         < 1.01
         < hotter["sampling/importance_sampling_ratio/max"]
     )
+
+
+def test_on_trls_vllm_path_the_loss_pass_corrects_when_it_holds_pi_old(tmp_path):
+    """TRL's vLLM path computes pi_old at generation with a pass of its own; when one generation batch is one
+    optimizer step that pass is the loss pass's, so generation is told not to correct and the loss pass does
+    (the same ratio as on the transformers path); otherwise TRL's own ratio stands."""
+    trainer = _trainer(tmp_path)
+    trainer.current_gradient_accumulation_steps = 1
+    trainer.model.train()
+    trainer.use_vllm = True  # as TRL's vLLM path sets it (no engine is needed for what is checked here)
+    with trainer._sampler_correction_in_the_loss():
+        assert trainer.vllm_importance_sampling_correction is False  # TRL's generation: no pi_old pass
+    assert trainer.vllm_importance_sampling_correction is True
+    trainer.num_iterations = 2  # two loss passes a generation: pi_old is no longer the loss pass's own
+    with trainer._sampler_correction_in_the_loss():
+        assert trainer.vllm_importance_sampling_correction is True
+    trainer.num_iterations = 1
+
+    tokenizer = trainer.processing_class
+    prompt_ids = torch.tensor([tokenizer("<|user|>a = 2.<|assistant|>", add_special_tokens=False)["input_ids"]] * 2)
+    completion_ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"][:1] for text in "23"])
+    with torch.no_grad():
+        logits = trainer.model(torch.cat([prompt_ids, completion_ids], 1)).logits[:, -2:-1].float() / 0.9
+        policy = torch.log_softmax(logits, -1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+
+    def inputs(**extra):
+        return {
+            "prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids), "completion_ids": completion_ids,
+            "completion_mask": torch.ones_like(completion_ids), "advantages": torch.tensor([1.0, -1.0]),
+            "num_items_in_batch": torch.tensor(2), "sampling_per_token_logps": policy - torch.log(
+                torch.tensor([[2.0], [0.5]])
+            ), **extra,
+        }  # fmt: skip
+
+    deferred = inputs()
+    trainer._compute_loss(trainer.model, deferred)
+    torch.testing.assert_close(
+        deferred["importance_sampling_ratio"].squeeze(-1), torch.tensor([2.0, 0.5]), atol=1e-4, rtol=1e-4
+    )
+    assert trainer.use_vllm is True  # the vLLM path's flag is put back as it was
+    given = torch.tensor([[1.0], [1.0]])
+    corrected_at_generation = inputs(importance_sampling_ratio=given)
+    trainer._compute_loss(trainer.model, corrected_at_generation)
+    assert corrected_at_generation["importance_sampling_ratio"] is given  # TRL's ratio, not computed again

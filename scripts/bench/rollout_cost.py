@@ -16,7 +16,12 @@ revision also its phase split (`timing_s/*`), tokens, FLOPs and the ratio of its
 bound (FLOPs / the fp32 matmul peak: recipes.stages.grpo.step_timing), the peak measured again before the runs
 (this process has the runs' thread count) unless --cached-peak, since a cached one may date from a busy spell.
 Each `--variant NAME FLAGS` runs the working tree once more with those recipe flags appended (e.g. one
-change switched off), so that what each change buys is measured in the same run as the rest.
+change switched off), so that what each change buys is measured in the same run as the rest. The generation
+table gives each run's tokens per second of generating (the same prompts and budget in every run) and its
+weight push. vLLM against eval.decoding, run from the venv that has vLLM (`make setup-vllm`):
+
+    .venv-vllm/bin/python scripts/bench/rollout_cost.py --old-rev none --variant transformers "--use_vllm false" \
+        --variant vllm "--use_vllm true --vllm_mode colocate"
 
 --model defaults to the demo-real cold start (artifacts/demo-real/sft) when it exists, else the base
 model (artifacts/models/smollm2-135m-instruct: scripts/get_model.py gets it).
@@ -41,7 +46,7 @@ DEFAULT_CONFIG = "recipes/configs/smollm2-135m/dapo_lora.yaml"
 COLD_START = REPO / "artifacts" / "demo-real" / "sft"
 BASE_MODEL = REPO / "artifacts" / "models" / "smollm2-135m-instruct"
 DEFAULT_OLD_REV = "4f69dde"  # issue 25's reference: the step before any of its changes
-PHASES = ("generate", "rewards", "logprobs", "forward_backward", "optimizer")
+PHASES = ("update_weights", "generate", "rewards", "logprobs", "forward_backward", "optimizer")
 OVERRIDES = ("max_completion_length", "num_generations", "per_device_train_batch_size")
 
 
@@ -205,6 +210,7 @@ def format_report(runs: dict, header: str) -> str:
                 f"{share:.1%} of the peak reached"
             )
             lines.append(f"ratio to the FLOP bound (step time / (FLOPs / peak)): {step / bound:.2f}x")
+    lines += generation_table(runs)
     old = runs.get("old")
     if old and old["summary"]["per_generated"]:
         for name, run in runs.items():
@@ -214,6 +220,27 @@ def format_report(runs: dict, header: str) -> str:
                 ratio = run["summary"][f"per_{kind}"] / old["summary"][f"per_{kind}"]
                 lines.append(f"ratio per {kind} completion ({name} / old s per completion): {ratio:.2f}x")
     return "\n".join(lines)
+
+
+def generation_table(runs: dict) -> list[str]:
+    """Each run's sampler speed: tokens generated per second of its generate phase (the same prompts and budget in
+    every run of one bench), its weight push, and its ratio to the run named "transformers" (or "new")."""
+    speeds = {}
+    for name, run in runs.items():
+        timing = run["summary"]["timing"]
+        if timing.get("timing_s/generate") and timing.get("tokens/generated"):
+            speeds[name] = timing["tokens/generated"] / timing["timing_s/generate"]
+    if not speeds:
+        return []
+    base_name = "transformers" if "transformers" in speeds else "new"
+    base = speeds.get(base_name)
+    lines = ["", "Generation (the generate phase; update_weights: the push of the policy to vLLM):", ""]
+    lines += [f"| run | tokens/s generating | s update_weights/step | ratio to {base_name} |", "|---|---:|---:|---:|"]
+    for name, speed in speeds.items():
+        push = runs[name]["summary"]["timing"].get("timing_s/update_weights")
+        ratio = f"{speed / base:.2f}x" if base else "n/a"
+        lines.append(f"| {name} | {speed:.0f} | {_number(push, 3)} | {ratio} |")
+    return lines
 
 
 def run_revision(

@@ -18,11 +18,19 @@ sampling log-prob as vLLM does (`processed_logprobs`: after temperature, top-k a
   `sampling/importance_sampling_ratio/{min,mean,max}`) and verl users know (`training/rollout_probs_diff_
   {mean,max,std}`: the difference in probability).
 TRL's options decide it (`vllm_importance_sampling_correction`, `_mode`, `_clip_min`, `_clip_max`), so one
-config means the same on both paths; on TRL's vLLM path TRL does it itself.
+config means the same on both paths.
+
+On TRL's vLLM path TRL corrects itself, at generation: it runs the policy over every generated row once more
+for pi_old, for this ratio alone. When one generation batch is one optimizer step (TRL's own test for needing
+pi_old: gradient_accumulation_steps a multiple of steps_per_generation x num_iterations) that pass computes
+what the loss pass computes anyway, so `_sampler_correction_in_the_loss` moves the correction into the loss
+pass as on the transformers path: the same ratio, without the extra pass (on SmolLM2, dapo_lora.yaml, with
+vLLM on a CPU that pass was 70-96 s of a 145-180 s step: scripts/bench/rollout_cost.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -86,11 +94,31 @@ class SamplerCorrectionMixin:
 
     def _sampler_correction_applies(self, inputs: dict) -> bool:
         return (
-            not self.use_vllm  # TRL corrects its own vLLM path
-            and self.vllm_importance_sampling_correction
+            self.vllm_importance_sampling_correction
             and inputs.get("sampling_per_token_logps") is not None
+            and "importance_sampling_ratio" not in inputs  # TRL's vLLM path corrected at generation
             and self.model.training
         )
+
+    @contextlib.contextmanager
+    def _sampler_correction_in_the_loss(self):
+        """Around generation on TRL's vLLM path: no pi_old pass there when the loss pass's own log-probs are
+        pi_old (one generation batch, one optimizer step); the loss pass corrects (module docstring)."""
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        defer = (
+            self.use_vllm
+            and self.vllm_importance_sampling_correction
+            and self.model.training
+            and self.args.gradient_accumulation_steps % generate_every == 0
+        )
+        if not defer:
+            yield
+            return
+        self.vllm_importance_sampling_correction = False  # TRL's generation then computes neither pi_old nor ratio
+        try:
+            yield
+        finally:
+            self.vllm_importance_sampling_correction = True
 
     def _compute_loss(self, model, inputs):
         if not self._sampler_correction_applies(inputs):
@@ -98,11 +126,11 @@ class SamplerCorrectionMixin:
         self._correcting = inputs
         # TRL multiplies the loss by inputs["importance_sampling_ratio"] on its vLLM path only (the one place its
         # loss reads use_vllm); for the length of the loss the flag says that the sampler was another engine.
-        self.use_vllm = True
+        was_vllm, self.use_vllm = self.use_vllm, True
         try:
             return super()._compute_loss(model, inputs)
         finally:
-            self.use_vllm = False
+            self.use_vllm = was_vllm
             self._correcting = None
 
     def _correct_for_sampler(self, per_token_logps: torch.Tensor) -> None:

@@ -208,9 +208,10 @@ class RLVRGRPOTrainer(
     # ------------------------------------------------------------ dynamic sampling
 
     def _generate_and_score_completions(self, inputs):
-        if not (self.dynamic_sampling and self.model.training):
-            return super()._generate_and_score_completions(inputs)
-        return self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
+        with self._sampler_correction_in_the_loss():  # recipes.stages.grpo.sampler_correction
+            if not (self.dynamic_sampling and self.model.training):
+                return super()._generate_and_score_completions(inputs)
+            return self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
 
     # ------------------------------------------------------------ step timing (recipes.stages.grpo.step_timing)
 
