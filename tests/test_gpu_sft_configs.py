@@ -2,8 +2,8 @@
 vLLM, are in tests/vllm_cpu/test_gpu_configs.py).
 
 A GPU user's first run must not die on an option no CPU test set: each config runs through recipes/sft.py's own
-command line with every option as written except the model (a 2-layer Qwen2 stand-in with SmolLM2's tokenizer,
-whose ChatML template ends a turn with `<|im_end|>` as Qwen's does; no Qwen tokenizer ships offline), the data
+command line with every option as written except the model (a 2-layer Qwen2 stand-in with SmolLM2's tokenizer and
+Qwen2.5's chat template, which TRL ships: no Qwen tokenizer ships offline), the data
 (a local file with the columns the config reads), the output folder, one optimizer step, and `use_cpu: true`,
 which transformers asks for before it trains in bf16 on a CPU. The model it saves loads and ends its turns with
 the config's `eos_token`.
@@ -16,11 +16,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import trl
 import yaml
 
 from recipes.common.config import CONFIG_DIR
 from tests.conftest import SMOL_TOKENIZER
 
+# Qwen2.5's own chat template, as TRL ships it (TRL also knows its training version, with the {% generation %}
+# markers that assistant_only_loss needs); SmolLM2's tokenizer has its <|im_start|> and <|im_end|> tokens
+QWEN2_5_TEMPLATE = Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja"
 GPU_SFT_CONFIGS = sorted(
     path
     for path in CONFIG_DIR.glob("*/*.yaml")
@@ -32,6 +36,7 @@ def stand_in_model(folder: Path) -> Path:
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(SMOL_TOKENIZER)
+    tokenizer.chat_template = QWEN2_5_TEMPLATE.read_text()
     config = Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096, tie_word_embeddings=True,
