@@ -29,6 +29,7 @@ from recipes.common.config import RecipeParser
 from recipes.common.model import save_trainer_for_inference
 from recipes.common.run_card import write_run_card
 from recipes.stages.grpo.arguments import GRPOScriptArguments
+from recipes.stages.grpo.held_out import kept_checkpoint
 from recipes.stages.grpo.setup import build_trainer, distributed_setup
 
 logger = logging.getLogger("recipes.grpo")
@@ -54,7 +55,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
         write_run_card(
             training_args.output_dir,
             {"script": script_args, "training": training_args, "model": model_args},
-            datasets={"train": rows},
+            datasets={"train": rows, **({"held_out": trainer.eval_dataset} if trainer.eval_dataset else {})},
             extra={
                 "recipe": "grpo",
                 "base_model": model_path,
@@ -63,6 +64,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
                 "gold_rewards": script_args.gold_rewards,
                 "reward_hacking": hacking,
                 "final_step": trainer.state.global_step,
+                "kept_checkpoint": kept_checkpoint(training_args, trainer.state),  # recipes.stages.grpo.held_out
                 "processes": trainer.accelerator.num_processes,
                 "distributed": distributed_setup(trainer.accelerator),
                 "timing": trainer.step_timing.summary(),  # recipes.stages.grpo.step_timing: this process's steps

@@ -7,7 +7,8 @@ Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.mon
 whatever `report_to` and `save_strategy` say), and that file is read first. A run folder without it (a run
 made by another tool or an older version) is read from the `log_history` of its trainer_state.json, in the
 folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged
-(reward, within-group reward std, entropy, completion length, loss, token accuracy, KL); a --metrics name
+(held-out pass@1 with its interval as a band, reward, within-group reward std, entropy, completion length,
+loss, token accuracy, KL); a --metrics name
 that no run logged is an error that lists the names the runs have and suggests the closest.
 """
 
@@ -23,6 +24,7 @@ from rewards.names import did_you_mean
 logger = logging.getLogger("recipes.plot_curves")
 
 DEFAULT_METRICS = (
+    "eval_pass@1",  # held-out pass@1 every eval_steps (recipes.stages.grpo.held_out), drawn with its interval
     "reward",
     "groups/std_mean",
     "entropy",
@@ -90,6 +92,16 @@ def curves(records: list[dict], metric: str) -> list[tuple[float, float]]:
     ]
 
 
+def band(records: list[dict], metric: str) -> list[tuple[float, float, float]]:
+    """(step, low, high) where the metric was logged with its interval (`<metric>_low`, `<metric>_high`)."""
+    low, high = f"{metric}_low", f"{metric}_high"
+    return [
+        (record["step"], record[low], record[high])
+        for record in records
+        if "step" in record and isinstance(record.get(low), int | float) and isinstance(record.get(high), int | float)
+    ]
+
+
 def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -> dict[str, dict[str, list]]:
     """Draw `metrics` (default: the usual ones the runs logged) for every run; returns what was drawn."""
     records = {str(run): read_records(run) for run in runs}
@@ -111,7 +123,11 @@ def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -
     figure, axes = plt.subplots(1, len(drawn), figsize=(4.0 * len(drawn), 3.2), squeeze=False)
     for axis, (metric, by_run) in zip(axes[0], drawn.items(), strict=True):
         for run, points in by_run.items():
-            axis.plot(*zip(*points, strict=True), marker=".", label=Path(run).name)
+            (line,) = axis.plot(*zip(*points, strict=True), marker=".", label=Path(run).name)
+            interval = band(records[run], metric)
+            if interval:
+                steps, lows, highs = zip(*interval, strict=True)
+                axis.fill_between(steps, lows, highs, color=line.get_color(), alpha=0.2, linewidth=0)
         axis.set_title(metric, fontsize=10)
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)

@@ -46,6 +46,15 @@ class GRPOScriptArguments(DataArguments):
             "divergence as the final model (needs gold_rewards and save_strategy: steps)."
         },
     )
+    held_out: dict | None = field(
+        default=None,
+        metadata={
+            "help": "Held-out problems evaluated every eval_steps (with eval_strategy: steps): data options over the "
+            "training data's, e.g. {dataset_seed: 1, dataset_num_rows: 64}; logged as eval_pass@1 with its 95% "
+            "interval. load_best_model_at_end with metric_for_best_model: pass@1 keeps the best checkpoint. See "
+            "recipes/stages/grpo/held_out.py."
+        },
+    )
     demo_model_if_missing: bool = field(
         default=False,
         metadata={
@@ -56,7 +65,14 @@ class GRPOScriptArguments(DataArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        from rewards.options import mapping_option
         from rewards.registry import check_reward_specs
+
+        self.held_out = mapping_option(self.held_out, "held_out")
+        if self.held_out is not None:
+            from recipes.stages.grpo.held_out import held_out_data_args
+
+            held_out_data_args(self, self.held_out)  # an unknown key: one line naming it
 
         check_reward_specs(self.rewards, "rewards")  # name, parameters, types, weight: one line naming the entry
         check_reward_specs(self.gold_rewards, "gold_rewards")
@@ -80,3 +96,17 @@ class GRPOScriptArguments(DataArguments):
                 raise ValueError(
                     f"variance_rewards names {unknown}, which are not among the rewards; set it to reward names"
                 )
+            if hasattr(config, "eval_strategy"):
+                self._check_held_out(config)
+
+    def _check_held_out(self, config) -> None:
+        """held_out and eval_strategy go together: one without the other is a run that evaluates nothing, or
+        TRL's evaluation without problems to evaluate."""
+        strategy = str(getattr(config.eval_strategy, "value", config.eval_strategy))
+        if self.held_out is not None and strategy == "no":
+            raise ValueError("held_out is evaluated every eval_steps: set eval_strategy: steps and eval_steps: N")
+        if self.held_out is None and strategy != "no":
+            raise ValueError(
+                f"eval_strategy: {strategy} evaluates the held_out problems: give them, e.g. "
+                "held_out: {dataset_seed: 1, dataset_num_rows: 64} (the training data's options with these over them)"
+            )

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from recipes.common.model import load_model, load_tokenizer, resolve_model_path, with_kv_cache
 from recipes.stages.grpo.arguments import GRPOScriptArguments
+from recipes.stages.grpo.held_out import held_out_data_args, without_training_problems
 from tasks.schema import load_rows
 
 logger = logging.getLogger(__name__)
@@ -114,11 +115,16 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         stop_on_hacking=script_args.stop_on_reward_hacking,
         reward_functions=reward_functions,
     )
+    held_out = None
+    if script_args.held_out is not None:
+        held_out = without_training_problems(load_rows(held_out_data_args(script_args, script_args.held_out)), rows)
+        logger.info("held out: %d problems, evaluated every %s steps", len(held_out), training_args.eval_steps)
     trainer = RLVRGRPOTrainer(
         model=load_model(model_path, model_args, training_args),
         reward_funcs=reward_functions,
         args=training_args,
         train_dataset=rows,
+        eval_dataset=held_out,
         processing_class=tokenizer,
         peft_config=get_peft_config(model_args),
         callbacks=[monitor, *callbacks],

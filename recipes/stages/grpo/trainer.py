@@ -24,6 +24,7 @@ set from GRPOConfig. What this subclass adds:
 * where each step's time goes (recipes.stages.grpo.step_timing): thin overrides of TRL's methods open a timed
   phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
   `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained;
+* held-out pass@1 every `eval_steps` with its interval (recipes.stages.grpo.held_out), on TRL's evaluation;
 * gold rewards (`gold_reward_funcs`, recipes.stages.grpo.gold): rule rewards scored on the same completions and
   logged as `gold/<name>` beside `proxy/*`, never in the loss, so that a learned reward can be watched against
   the verifier (recipes.common.monitor warns of reward hacking from them);
@@ -49,6 +50,7 @@ from recipes.stages.grpo.compact_generation import CompactGenerationMixin, trim_
 from recipes.stages.grpo.config import RLVRGRPOConfig, variance_reward_names
 from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin
 from recipes.stages.grpo.gold import GoldRewardsMixin
+from recipes.stages.grpo.held_out import HeldOutMixin
 from recipes.stages.grpo.sampler_correction import SamplerCorrectionMixin
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 from recipes.stages.grpo.step_timing import StepTimer, StepTimingCallback
@@ -65,6 +67,7 @@ class RLVRGRPOTrainer(
     DynamicSamplingMixin,
     RLVRStateMixin,
     GoldRewardsMixin,
+    HeldOutMixin,
     GRPOTrainer,
 ):
     """GRPOTrainer plus dynamic sampling and a pass-rate curriculum, every option read from `args`, an
@@ -166,6 +169,7 @@ class RLVRGRPOTrainer(
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
         if gold is not None:
             self._log_gold(rewards_per_func, rewards, gold)  # recipes.stages.grpo.gold
+        self._record_held_out(rewards_per_func)  # in evaluation only: recipes.stages.grpo.held_out
         if self.model.training and self.num_generations > 1:
             group_std = self._group_spread(rewards_per_func, rewards)
             self._last_group_std = group_std
