@@ -65,6 +65,7 @@ def main(script_args: GRPOScriptArguments, training_args, model_args) -> Path:
                 "reward_hacking": hacking,
                 "final_step": trainer.state.global_step,
                 "kept_checkpoint": kept_checkpoint(training_args, trainer.state),  # recipes.stages.grpo.held_out
+                "sampling_dtype": str(trainer.sampling_dtype).removeprefix("torch."),  # what compact generation ran in
                 "processes": trainer.accelerator.num_processes,
                 "distributed": distributed_setup(trainer.accelerator),
                 "timing": trainer.step_timing.summary(),  # recipes.stages.grpo.step_timing: this process's steps

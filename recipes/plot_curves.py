@@ -8,8 +8,8 @@ whatever `report_to` and `save_strategy` say), and that file is read first. A ru
 made by another tool or an older version) is read from the `log_history` of its trainer_state.json, in the
 folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged
 (held-out pass@1 with its interval as a band, reward, within-group reward std, entropy, completion length,
-loss, token accuracy, KL); a --metrics name
-that no run logged is an error that lists the names the runs have and suggests the closest.
+loss, token accuracy, KL); a --metrics name that no run logged is an error that lists the names the runs have
+and suggests the closest.
 """
 
 from __future__ import annotations
@@ -23,16 +23,9 @@ from rewards.names import did_you_mean
 
 logger = logging.getLogger("recipes.plot_curves")
 
-DEFAULT_METRICS = (
-    "eval_pass@1",  # held-out pass@1 every eval_steps (recipes.stages.grpo.held_out), drawn with its interval
-    "reward",
-    "groups/std_mean",
-    "entropy",
-    "completions/mean_length",
-    "loss",
-    "mean_token_accuracy",
-    "kl",
-)
+# held-out pass@1 every eval_steps (recipes.stages.grpo.held_out) is drawn with its interval as a band
+DEFAULT_METRICS = ("eval_pass@1", "reward", "groups/std_mean", "entropy", "completions/mean_length", "loss")
+DEFAULT_METRICS += ("mean_token_accuracy", "kl")
 
 
 def read_records(run: Path) -> list[dict]:
@@ -92,16 +85,6 @@ def curves(records: list[dict], metric: str) -> list[tuple[float, float]]:
     ]
 
 
-def band(records: list[dict], metric: str) -> list[tuple[float, float, float]]:
-    """(step, low, high) where the metric was logged with its interval (`<metric>_low`, `<metric>_high`)."""
-    low, high = f"{metric}_low", f"{metric}_high"
-    return [
-        (record["step"], record[low], record[high])
-        for record in records
-        if "step" in record and isinstance(record.get(low), int | float) and isinstance(record.get(high), int | float)
-    ]
-
-
 def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -> dict[str, dict[str, list]]:
     """Draw `metrics` (default: the usual ones the runs logged) for every run; returns what was drawn."""
     records = {str(run): read_records(run) for run in runs}
@@ -124,10 +107,10 @@ def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -
     for axis, (metric, by_run) in zip(axes[0], drawn.items(), strict=True):
         for run, points in by_run.items():
             (line,) = axis.plot(*zip(*points, strict=True), marker=".", label=Path(run).name)
-            interval = band(records[run], metric)
-            if interval:
-                steps, lows, highs = zip(*interval, strict=True)
-                axis.fill_between(steps, lows, highs, color=line.get_color(), alpha=0.2, linewidth=0)
+            lows, highs = curves(records[run], f"{metric}_low"), curves(records[run], f"{metric}_high")
+            if lows and [step for step, _ in lows] == [step for step, _ in highs]:  # its interval, as a band
+                steps, low = zip(*lows, strict=True)
+                axis.fill_between(steps, low, [v for _, v in highs], color=line.get_color(), alpha=0.2, linewidth=0)
         axis.set_title(metric, fontsize=10)
         axis.set_xlabel("step")
         axis.grid(alpha=0.3)

@@ -118,7 +118,7 @@ def test_a_run_logs_held_out_pass_at_1_and_keeps_its_best_checkpoint(trained_tin
     assert card["datasets"]["held_out"]["rows"] == 6
 
 
-def test_plot_curves_draws_held_out_pass_at_1_first_with_its_band(tmp_path):
+def test_plot_curves_draws_held_out_pass_at_1_first(tmp_path):
     from recipes import plot_curves
 
     run = tmp_path / "run"
@@ -132,5 +132,4 @@ def test_plot_curves_draws_held_out_pass_at_1_first_with_its_band(tmp_path):
     (run / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     drawn = plot_curves.plot_curves([run], tmp_path / "curves.png")
     assert list(drawn)[:2] == ["eval_pass@1", "reward"] and drawn["eval_pass@1"][str(run)] == [(1, 0.3), (2, 0.5)]
-    assert plot_curves.band(records, "eval_pass@1") == [(1, 0.2, 0.4), (2, 0.35, 0.6)]
-    assert plot_curves.band(records, "reward") == []
+    assert (tmp_path / "curves.png").stat().st_size > 0

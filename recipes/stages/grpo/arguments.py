@@ -50,7 +50,7 @@ class GRPOScriptArguments(DataArguments):
         default=None,
         metadata={
             "help": "Held-out problems evaluated every eval_steps (with eval_strategy: steps): data options over the "
-            "training data's, e.g. {dataset_seed: 1, dataset_num_rows: 64}; logged as eval_pass@1 with its 95% "
+            "training data's, e.g. {dataset_seed: 1, dataset_num_rows: 64}; logged as eval_pass@1 with its 95 percent "
             "interval. load_best_model_at_end with metric_for_best_model: pass@1 keeps the best checkpoint. See "
             "recipes/stages/grpo/held_out.py."
         },

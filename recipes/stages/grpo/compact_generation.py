@@ -7,6 +7,7 @@ docs/benchmarks.md "Where a GRPO step's time goes").
   extra generation kwargs, greedy decoding) stays TRL's;
 * `trim_padding` (`trim_micro_batch`): cut each micro-batch to its own longest prompt and completion (TRL pads
   every micro-batch to the longest of the whole generation batch); the loss is unchanged;
+* `sampling_dtype` (recipes.stages.grpo.sampling_dtype): sample from the weights cast to bf16 where that is faster;
 * `merge_adapter_for_generation` (`merged_lora`): a LoRA policy samples from its merged weights (one matmul a
   layer instead of three: 40.8 -> 38.1 s a step on SmolLM2 at 35c264a, scripts/bench/rollout_cost.py, within
   that machine's run-to-run spread), then the base weights are put back bit for bit, so training sees exactly the weights it would have seen;
@@ -35,6 +36,8 @@ class CompactGenerationMixin:
     """TRL's `_generate_single_turn` served by eval.decoding when `compact_generation` is set and it applies;
     mixed into RLVRGRPOTrainer ahead of trl.GRPOTrainer."""
 
+    sampling_dtype: torch.dtype = torch.float32  # resolved from args.sampling_dtype by the trainer
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if not self._compact_generation_applies(images, multimodal_fields):
             return super()._generate_single_turn(
@@ -43,6 +46,7 @@ class CompactGenerationMixin:
         from trl.models import unwrap_model_for_generation
 
         from eval.decoding import global_sampler, sample_tokens
+        from recipes.stages.grpo.sampling_dtype import cast_for_sampling
 
         with (
             unwrap_model_for_generation(
@@ -53,7 +57,8 @@ class CompactGenerationMixin:
             ) as unwrapped_model,
             torch.no_grad(),
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
-            merged_lora(unwrapped_model, enabled=self.args.merge_adapter_for_generation) as sampling_model,
+            merged_lora(unwrapped_model, enabled=self.args.merge_adapter_for_generation) as merged,
+            cast_for_sampling(merged, self.sampling_dtype) as sampling_model,  # recipes.stages.grpo.sampling_dtype
         ):
             logprobs: list[list[float]] = []
             completion_ids = sample_tokens(

@@ -52,6 +52,7 @@ from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin
 from recipes.stages.grpo.gold import GoldRewardsMixin
 from recipes.stages.grpo.held_out import HeldOutMixin
 from recipes.stages.grpo.sampler_correction import SamplerCorrectionMixin
+from recipes.stages.grpo.sampling_dtype import resolve_sampling_dtype
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 from recipes.stages.grpo.step_timing import StepTimer, StepTimingCallback
 from recipes.stages.grpo.zero_advantage import ZeroAdvantageMixin
@@ -97,6 +98,9 @@ class RLVRGRPOTrainer(
         # gold rewards: scored on the same completions, logged, never in the loss (see _calculate_rewards)
         self.gold_reward_funcs = list(gold_reward_funcs)
         self.gold_reward_names = [function.__name__ for function in self.gold_reward_funcs]
+        self.sampling_dtype = resolve_sampling_dtype(
+            args.sampling_dtype, self.is_deepspeed_enabled or self.is_fsdp_enabled, self.accelerator.device.type
+        )  # recipes.stages.grpo.sampling_dtype: what compact generation samples in
         self.step_timing = StepTimer(self.accelerator.device)
         self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
         if self.use_vllm:  # the weight push, a cost of its own (verl's timing_s/update_weights)
