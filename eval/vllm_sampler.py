@@ -39,7 +39,7 @@ class VLLMSampler(SamplerBase):
                 "build, or use --backend transformers"
             ) from error
         self.llm = LLM(
-            enforce_eager=_cpu_build(),  # a CPU: no compile (about 100 s on two cores)
+            enforce_eager=cpu_build(),  # a CPU: no compile (about 100 s on two cores)
             model=model,
             tensor_parallel_size=tensor_parallel_size,
             gpu_memory_utilization=gpu_memory_utilization,
@@ -123,7 +123,7 @@ def _vllm_params(params: SamplingParams, n: int, max_tokens: int, seed: int, **o
     as on a GPU."""
     from vllm import SamplingParams as VLLMParams
 
-    if _cpu_build():
+    if cpu_build():
         seed = None
 
     return VLLMParams(
@@ -138,7 +138,7 @@ def _vllm_params(params: SamplingParams, n: int, max_tokens: int, seed: int, **o
 
 
 @functools.cache
-def _cpu_build() -> bool:
+def cpu_build() -> bool:
     """Whether the vLLM that runs is a CPU build (its platform says so; a stand-in without one is not)."""
     try:
         from vllm.platforms import current_platform

@@ -128,20 +128,30 @@ def build_smol_standin(target: Path) -> None:
     its own system prompt and no {% generation %} markers, pad = EOS = <|im_end|>, tied embeddings. Its
     weights are random (it writes noise); the real weights are exercised by `make test-real`.
     """
-    import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(SMOL_TOKENIZER)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    save_standin(
+        target, tokenizer, LlamaConfig, LlamaForCausalLM, hidden_size=32, intermediate_size=64,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+    )  # fmt: skip
+
+
+def save_standin(target: Path, tokenizer, config_class, model_class, **sizes) -> Path:
+    """A randomly initialised 2-layer model of `config_class`'s family (seed 0, tied embeddings) with `tokenizer`'s
+    vocabulary and special tokens, saved with the tokenizer to `target`."""
+    import torch
+
+    config = config_class(
+        vocab_size=len(tokenizer), num_hidden_layers=2, tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **sizes,
     )  # fmt: skip
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
+    model = model_class(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
+    return target
 
 
 @pytest.fixture(scope="session")

@@ -15,12 +15,11 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 import trl
 import yaml
 
 from recipes.common.config import CONFIG_DIR
-from tests.conftest import SMOL_TOKENIZER
+from tests.conftest import SMOL_TOKENIZER, save_standin
 
 # Qwen2.5's own chat template, as TRL ships it (TRL also knows its training version, with the {% generation %}
 # markers that assistant_only_loss needs); SmolLM2's tokenizer has its <|im_start|> and <|im_end|> tokens
@@ -37,15 +36,10 @@ def stand_in_model(folder: Path) -> Path:
 
     tokenizer = AutoTokenizer.from_pretrained(SMOL_TOKENIZER)
     tokenizer.chat_template = QWEN2_5_TEMPLATE.read_text()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    return save_standin(
+        folder, tokenizer, Qwen2Config, Qwen2ForCausalLM, hidden_size=32, intermediate_size=64,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
     )  # fmt: skip
-    torch.manual_seed(0)
-    Qwen2ForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def rows_for(config: dict) -> list[dict]:

@@ -143,10 +143,9 @@ def _one_line_parser(dataclass_types: tuple, description: str | None = None, def
             raise ConfigError(f"{message} (see --help)")
 
     parser = Parser(dataclass_types, allow_abbrev=False)
-    for action in parser._actions:  # an unset-able switch (`bool | None`, e.g. use_vllm) is a switch too:
-        if (
-            getattr(action.type, "__name__", "") == "string_to_bool" and action.nargs is None
-        ):  # `--use_vllm` alone means true, as for a bool
+    # a `bool | None` option (use_vllm: unset means "where installed") is a switch too: `--use_vllm` alone is true
+    for action in parser._actions:
+        if getattr(action.type, "__name__", "") == "string_to_bool" and action.nargs is None:
             action.nargs, action.const = "?", True
     if default_config is not None:  # the recipes' command lines: --help as recipes/common/help.py says
         from recipes.common.help import organise

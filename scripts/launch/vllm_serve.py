@@ -23,23 +23,12 @@ import os
 import shlex
 import sys
 
+from eval.vllm_sampler import cpu_build
+
 # (option, value or None) pairs added to what the user gives
 SERVER_OPTIONS = [("--logprobs-mode", "processed_logprobs"), ("--max-logprobs", "-1")]
 GPU_OPTIONS = [("--weight-transfer-config", '{"backend": "nccl"}')]
 CPU_OPTIONS = [("--worker-extension-cls", "recipes.stages.grpo.vllm_cpu.ServerWeightReload"), ("--enforce-eager", None)]
-
-
-def cpu_build() -> bool:
-    """Whether the vLLM installed is a CPU build: the `vllm-cpu` distribution, or a `vllm` whose version says cpu."""
-    try:
-        return "cpu" in importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        pass
-    try:
-        importlib.metadata.version("vllm-cpu")
-    except importlib.metadata.PackageNotFoundError:
-        return False  # no vLLM at all: its import below says so
-    return True
 
 
 def serve_argv(model: str, options: list[str], cpu: bool) -> list[str]:
@@ -74,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = [arg for arg in argv if arg != "--dry-run"]
     if not argv or argv[0].startswith("-"):
         raise SystemExit("usage: python scripts/launch/vllm_serve.py MODEL [vllm serve options] (see the docstring)")
-    cpu = cpu_build()
+    cpu = cpu_build()  # vLLM's own platform says so (False where vLLM is missing: its import then says so)
     command = serve_argv(argv[0], argv[1:], cpu)
     print("VLLM_SERVER_DEV_MODE=1 vllm " + shlex.join(command), flush=True)
     if dry_run:

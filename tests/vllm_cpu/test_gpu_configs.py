@@ -21,6 +21,7 @@ import yaml
 
 from recipes.common.config import CONFIG_DIR
 from recipes.common.model import SHIPPED_COLD_START
+from tests.conftest import save_standin
 
 pytestmark = pytest.mark.vllm
 GPU_GRPO_CONFIGS = sorted(
@@ -41,14 +42,10 @@ def stand_in_model(folder: Path) -> Path:
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED_COLD_START)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192, tie_word_embeddings=True,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+    return save_standin(
+        folder, tokenizer, Qwen2Config, Qwen2ForCausalLM, hidden_size=128, intermediate_size=256,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
     )  # fmt: skip
-    Qwen2ForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def test_every_gpu_grpo_config_is_found():

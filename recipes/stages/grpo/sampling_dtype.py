@@ -19,8 +19,6 @@ kernels the machine running it has.
 
 from __future__ import annotations
 
-import datetime
-import json
 import logging
 import time
 from contextlib import contextmanager
@@ -76,26 +74,9 @@ def _measure_speedup(repeats: int = 5) -> float:
 
 def bf16_speedup(refresh: bool = False, directory=None) -> float:
     """How many times faster bf16 multiplies than fp32 at decoding shapes here, measured once per machine key."""
-    from recipes.stages.grpo.step_timing import cache_dir, machine_key
-    from tasks.files import write_atomic
+    from recipes.stages.grpo.step_timing import measured_once
 
-    path = (directory or cache_dir()) / CACHE_FILE
-    key = machine_key("cpu")
-    try:
-        cached = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cached = {}
-    cached = cached if isinstance(cached, dict) else {}
-    if not refresh and isinstance(cached.get(key), dict) and cached[key].get("speedup", 0) > 0:
-        return float(cached[key]["speedup"])
-    speedup = _measure_speedup()
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    cached[key] = {"speedup": speedup, "measured": now}
-    try:
-        write_atomic(path, json.dumps(cached, indent=2))
-    except OSError as error:
-        logger.warning("could not cache the bf16 speedup in %s: %s", path, error)
-    return speedup
+    return measured_once(CACHE_FILE, "speedup", _measure_speedup, "cpu", refresh, directory)
 
 
 def resolve_sampling_dtype(choice: str, sharded: bool, device_type: str = "cpu") -> torch.dtype:

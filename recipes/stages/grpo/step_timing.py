@@ -153,7 +153,15 @@ def matmul_peak_flops(
     taken while the machine was busy is low).
     """
     device = torch.device(device)
-    path = (directory or cache_dir()) / CACHE_FILE
+    return measured_once(CACHE_FILE, "flops_per_s", lambda: _measure_peak(device), device, refresh, directory)
+
+
+def measured_once(
+    file_name: str, field: str, measure, device="cpu", refresh: bool = False, directory: Path | None = None
+) -> float:
+    """`measure()` for this machine (`machine_key`), cached under `field` in `file_name` under `cache_dir()`;
+    `refresh` measures again. A positive cached figure is returned as it is."""
+    path = (directory or cache_dir()) / file_name
     key = machine_key(device)
     try:
         cached = json.loads(path.read_text())
@@ -161,19 +169,16 @@ def matmul_peak_flops(
         cached = {}
     if not isinstance(cached, dict):
         cached = {}
-    if not refresh and isinstance(cached.get(key), dict) and cached[key].get("flops_per_s", 0) > 0:
-        return float(cached[key]["flops_per_s"])
-    peak = _measure_peak(device)
-    cached[key] = {
-        "flops_per_s": peak,
-        "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    }
+    if not refresh and isinstance(cached.get(key), dict) and cached[key].get(field, 0) > 0:
+        return float(cached[key][field])
+    value = measure()
+    cached[key] = {field: value, "measured": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
     try:
         write_atomic(path, json.dumps(cached, indent=2))  # two processes measuring at once leave a whole file
     except OSError as error:
-        logger.warning("could not cache the matmul peak in %s: %s", path, error)
-    logger.info("fp32 matmul peak %.1f GFLOP/s (%s), cached in %s", peak / 1e9, key, path)
-    return peak
+        logger.warning("could not cache %s in %s: %s", field, path, error)
+    logger.info("%s %.4g (%s), cached in %s", field, value, key, path)
+    return value
 
 
 # ---------------------------------------------------------------- the clocks
