@@ -242,3 +242,18 @@ def test_rollout_cost_parses_its_overrides_and_reports_split_bound_and_ratios(tm
     without_old = bench.format_report({"new": runs["new"]}, "header")
     assert "ratio to the FLOP bound" in without_old and "new / old" not in without_old
     assert bench.main(["--model", str(tmp_path / "absent"), "--old-rev", "none"]) == 2
+
+
+def test_rollout_cost_compares_each_runs_generation_speed_with_the_transformers_run():
+    """The generation table: tokens generated / seconds generating per run, the weight push, and each run's ratio
+    to the run named "transformers" (worked out by hand: 600/6 = 100, 900/3 = 300, so 3.00x)."""
+    bench = load_rollout_cost()
+
+    def run(tokens: float, seconds: float, push: float) -> dict:
+        timing = {"timing_s/generate": seconds, "tokens/generated": tokens, "timing_s/update_weights": push}
+        return {"summary": {"timing": timing}}
+
+    lines = bench.generation_table({"transformers": run(600, 6.0, 0.0), "vllm": run(900, 3.0, 0.25)})
+    assert "| transformers | 100 | 0.000 | 1.00x |" in lines
+    assert "| vllm | 300 | 0.250 | 3.00x |" in lines
+    assert bench.generation_table({"new": {"summary": {"timing": {}}}}) == []  # no generation timed: no table
