@@ -88,6 +88,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+# The protocol the report's figures were measured with: one DAPO job a core, generation and training taking turns
+# in fp32 (the configs' rollout worker and bf16 sampling would take a second core per job: docs/grpo.md).
+SYNCHRONOUS = ["--max_staleness", "0", "--sampling_dtype", "float32"]
+
+
 def dapo_stages(seeds: list[int] | None) -> dict[str, int]:
     """DAPO's stage names and their training seeds: `dapo` for seed 0 (the one-seed demo's), dapo_s<k> for others,
     so that adding seeds to a finished one-seed run trains only the new ones."""
@@ -218,7 +223,7 @@ def run(args: argparse.Namespace) -> dict:
     # free, the DAPO runs come before the evaluations that can wait for a free core.
     jobs = [
         training_job("sft", "sft.py", CONFIGS / "sft.yaml", "base", []),
-        *(training_job(stage, "grpo.py", dapo_config, "sft", ["--seed", str(seed), *steps], args.processes)
+        *(training_job(stage, "grpo.py", dapo_config, "sft", ["--seed", str(seed), *steps, *SYNCHRONOUS], args.processes)
           for stage, seed in seeds.items()),
         evaluation_job("base", []),
         evaluation_job("sft", ["sft"]),

@@ -154,6 +154,7 @@ class Demo:
         if self.fast:
             extra = ["--max_steps", "2", "--num_generations", "2", "--per_device_train_batch_size", "4"]
             extra += ["--max_completion_length", "16", "--save_strategy", "no", "--logging_steps", "1"]
+        extra += list(getattr(self.args, "rl_flags", None) or [])  # recipe flags of a caller's own (bench/staleness.py)
         argv = self.recipe_argv(config_path, output, model, extra)
         return run_recipe(grpo, argv)
 

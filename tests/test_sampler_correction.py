@@ -85,7 +85,7 @@ def test_the_sampler_records_the_log_prob_each_token_was_drawn_with(temperature,
         torch.testing.assert_close(torch.tensor(recorded), expected, atol=1e-4, rtol=1e-4)
 
 
-def _trainer(tmp_path, temperature: float = 0.9, **options):
+def _trainer(tmp_path, temperature: float = 0.9, reward_funcs=None, rows: int = 6, **options):
     from datasets import Dataset
 
     from recipes.common.model import load_tokenizer
@@ -96,15 +96,15 @@ def _trainer(tmp_path, temperature: float = 0.9, **options):
     def reward(completions, answer, **kwargs):
         return [float(i % 2) for i, _ in enumerate(answer)]  # every group has variance
 
-    args = RLVRGRPOConfig(
-        output_dir=str(tmp_path), num_generations=3, per_device_train_batch_size=3, gradient_accumulation_steps=1,
-        steps_per_generation=1, max_completion_length=16, temperature=temperature, learning_rate=0.05, optim="sgd",
-        loss_type="dapo", beta=0.0, max_steps=1, seed=3, report_to=[], use_cpu=True, bf16=False,
-        gradient_checkpointing=False, save_strategy="no", logging_steps=1, **options,
+    defaults = dict(
+        num_generations=3, per_device_train_batch_size=3, gradient_accumulation_steps=1, steps_per_generation=1,
+        max_completion_length=16, learning_rate=0.05, optim="sgd", loss_type="dapo", beta=0.0, max_steps=1, seed=3,
+        report_to=[], use_cpu=True, bf16=False, gradient_checkpointing=False, save_strategy="no", logging_steps=1,
     )  # fmt: skip
+    args = RLVRGRPOConfig(output_dir=str(tmp_path), temperature=temperature, **{**defaults, **options})
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_COLD_START)
     return RLVRGRPOTrainer(
-        model=model, reward_funcs=[reward], args=args, train_dataset=Dataset.from_list(generate_rows([1], 6, seed=0)),
+        model=model, reward_funcs=reward_funcs or [reward], args=args, train_dataset=Dataset.from_list(generate_rows([1], rows, seed=0)),
         processing_class=load_tokenizer(str(SHIPPED_COLD_START)),
     )  # fmt: skip
 

@@ -47,6 +47,7 @@ COLD_START = REPO / "artifacts" / "demo-real" / "sft"
 BASE_MODEL = REPO / "artifacts" / "models" / "smollm2-135m-instruct"
 DEFAULT_OLD_REV = "4f69dde"  # issue 25's reference: the step before any of its changes
 PHASES = ("update_weights", "generate", "rewards", "logprobs", "forward_backward", "optimizer")
+ASYNC_KEYS = ("async/staleness", "async/trainer_idle_ratio", "async/rollouter_idle_ratio")
 OVERRIDES = ("max_completion_length", "num_generations", "per_device_train_batch_size")
 
 
@@ -148,7 +149,7 @@ def summarise(records: list[dict], config: dict, warmup: int = 1) -> dict:
     generated = groups * num_generations if groups is not None else float(trained)
     keys = [f"timing_s/{phase}" for phase in (*PHASES, "step")]
     keys += ["tokens/generated", "tokens/trained", "tokens/padding_share", "perf/flops", "perf/flops_per_s"]
-    keys += ["perf/share_of_peak"]
+    keys += ["perf/share_of_peak", *ASYNC_KEYS]
     return {
         "steps": [record.get("step") for record in measured],
         "step_time": step_time,
@@ -211,6 +212,7 @@ def format_report(runs: dict, header: str) -> str:
             )
             lines.append(f"ratio to the FLOP bound (step time / (FLOPs / peak)): {step / bound:.2f}x")
     lines += generation_table(runs)
+    lines += core_table(runs)
     old = runs.get("old")
     if old and old["summary"]["per_generated"]:
         for name, run in runs.items():
@@ -243,6 +245,21 @@ def generation_table(runs: dict) -> list[str]:
     return lines
 
 
+def core_table(runs: dict) -> list[str]:
+    """Each run's staleness and how busy each core was: the trainer's share of the step not spent waiting for
+    generation, and the rollout worker's share spent generating (a run without one: the second core idle)."""
+    lines = ["", "Cores (max_staleness > 0: a rollout worker generates on the second core):", ""]
+    lines += ["| run | staleness (steps) | trainer busy | rollout worker busy |", "|---|---:|---:|---:|"]
+    for name, run in runs.items():
+        timing = run["summary"]["timing"]
+        idle = timing.get("async/trainer_idle_ratio")
+        worker_idle = timing.get("async/rollouter_idle_ratio")
+        trainer = f"{1 - idle:.0%}" if idle is not None else "100%"
+        worker = f"{1 - worker_idle:.0%}" if worker_idle is not None else "no worker"
+        lines.append(f"| {name} | {_number(timing.get('async/staleness', 0.0))} | {trainer} | {worker} |")
+    return lines
+
+
 def run_revision(
     name: str, root: Path, args: argparse.Namespace, model: Path, scratch: Path, extra: list[str] = ()
 ) -> dict:
@@ -269,9 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     if not args.cached_peak:  # a peak first measured on a busy machine (a test run) would be cached low
+        from recipes.stages.grpo.sampling_dtype import bf16_speedup
         from recipes.stages.grpo.step_timing import matmul_peak_flops
 
         print(f"fp32 matmul peak measured again: {matmul_peak_flops(refresh=True) / 1e9:.1f} GFLOP/s", flush=True)
+        print(f"bf16 / fp32 speed at decoding shapes: {bf16_speedup(refresh=True):.2f}x", flush=True)
     runs = {}
     with tempfile.TemporaryDirectory(prefix="rlvr-rollout-cost-") as folder:
         scratch = Path(folder)

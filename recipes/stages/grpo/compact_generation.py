@@ -43,10 +43,30 @@ class CompactGenerationMixin:
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
             )
-        from trl.models import unwrap_model_for_generation
-
         from eval.decoding import global_sampler, sample_tokens
         from recipes.stages.grpo.sampling_dtype import cast_for_sampling
+
+        with (
+            self._policy_as_it_samples(merge=self.args.merge_adapter_for_generation) as merged,
+            cast_for_sampling(merged, self.sampling_dtype) as sampling_model,  # recipes.stages.grpo.sampling_dtype
+        ):
+            logprobs: list[list[float]] = []
+            completion_ids = sample_tokens(
+                sampling_model,
+                prompt_ids,
+                **self._sampling_limits(),
+                pick=global_sampler(*self._sampling_distribution(), with_logprobs=True),
+                logprobs=logprobs,
+            )
+        # the log-probs each token was sampled with, as TRL's vLLM path hands them over (TRL's own transformers
+        # path has none): recipes.stages.grpo.sampler_correction compares them with the trainer's own
+        return completion_ids, logprobs
+
+    @contextmanager
+    def _policy_as_it_samples(self, merge: bool = True):
+        """The policy as compact generation samples from it, gradient-free: unwrapped from its distributed wrapper
+        (ZeRO-3's parameters gathered, FSDP's summoned) and, with `merge`, its LoRA adapter merged."""
+        from trl.models import unwrap_model_for_generation
 
         with (
             unwrap_model_for_generation(
@@ -57,22 +77,18 @@ class CompactGenerationMixin:
             ) as unwrapped_model,
             torch.no_grad(),
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
-            merged_lora(unwrapped_model, enabled=self.args.merge_adapter_for_generation) as merged,
-            cast_for_sampling(merged, self.sampling_dtype) as sampling_model,  # recipes.stages.grpo.sampling_dtype
+            merged_lora(unwrapped_model, enabled=merge) as merged,
         ):
-            logprobs: list[list[float]] = []
-            completion_ids = sample_tokens(
-                sampling_model,
-                prompt_ids,
-                max_new_tokens=self.max_completion_length,
-                stop_ids=set(self.eos_token_ids),
-                pad_id=self._tokenizer.pad_token_id,
-                pick=global_sampler(*self._sampling_distribution(), with_logprobs=True),
-                logprobs=logprobs,
-            )
-        # the log-probs each token was sampled with, as TRL's vLLM path hands them over (TRL's own transformers
-        # path has none): recipes.stages.grpo.sampler_correction compares them with the trainer's own
-        return completion_ids, logprobs
+            yield merged
+
+    def _sampling_limits(self) -> dict:
+        """Where a completion stops, as eval.decoding.sample_tokens takes it: TRL's max_completion_length mapped to
+        max_new_tokens (here, once), the stop tokens and the padding."""
+        return {
+            "max_new_tokens": self.max_completion_length,
+            "stop_ids": set(self.eos_token_ids),
+            "pad_id": self._tokenizer.pad_token_id,
+        }
 
     def _sampling_distribution(self) -> tuple[float, float, int | None]:
         """(temperature, top_p, top_k) the sampler draws with: the trainer's own."""

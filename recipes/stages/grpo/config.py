@@ -106,6 +106,27 @@ class RLVRGRPOConfig(GRPOConfig):
             "shapes on this machine). See recipes/stages/grpo/sampling_dtype.py."
         },
     )
+    max_staleness: int = field(
+        default=0,
+        metadata={
+            "help": "Asynchronous generation: a rollout worker process samples the next batches (up to this many "
+            "optimizer steps ahead) while the trainer trains; a batch is trained at most this many steps after the "
+            "weights that sampled it, its sampler log-probs correcting the loss. 0: generation and training take "
+            "turns. See recipes/stages/grpo/async_rollouts.py."
+        },
+    )
+    weight_sync_steps: int = field(
+        default=1,
+        metadata={"help": "With max_staleness > 0, push the weights to the rollout worker every this many steps."},
+    )
+    rollout_worker: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Sample in the rollout worker process (default: when max_staleness > 0). With max_staleness 0 "
+            "the worker samples each batch with the current weights and the trainer's random state: the "
+            "synchronous run bit for bit."
+        },
+    )
     merge_adapter_for_generation: bool = field(
         default=True,
         metadata={
@@ -127,6 +148,11 @@ class RLVRGRPOConfig(GRPOConfig):
             raise ValueError(f"sampler must be one of {SAMPLERS}, got {self.sampler!r}")
         if self.sampling_dtype not in SAMPLING_DTYPES:
             raise ValueError(f"sampling_dtype must be one of {SAMPLING_DTYPES}, got {self.sampling_dtype!r}")
+        if self.max_staleness < 0 or self.weight_sync_steps < 1:
+            raise ValueError(
+                f"max_staleness must be >= 0 and weight_sync_steps >= 1, got {self.max_staleness} and "
+                f"{self.weight_sync_steps}"
+            )
         if self.dynamic_sampling_mode not in MODES:
             raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {self.dynamic_sampling_mode!r}")
         if not isinstance(self.curriculum, dict):

@@ -28,6 +28,8 @@ set from GRPOConfig. What this subclass adds:
 * gold rewards (`gold_reward_funcs`, recipes.stages.grpo.gold): rule rewards scored on the same completions and
   logged as `gold/<name>` beside `proxy/*`, never in the loss, so that a learned reward can be watched against
   the verifier (recipes.common.monitor warns of reward hacking from them);
+* asynchronous generation (`max_staleness`, recipes.stages.grpo.async_rollouts): a rollout worker process samples
+  the next batches while the trainer trains, its log-probs correcting the loss;
 * cheaper steps on the transformers path: `compact_generation`, `merge_adapter_for_generation`, `trim_padding`
   and `skip_zero_advantage` (recipes.stages.grpo.compact_generation), `share_prompts` (recipes.stages.grpo.shared_prompt: a
   group's prompt runs once in the loss pass);
@@ -45,6 +47,7 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
+from recipes.stages.grpo.async_rollouts import AsyncRolloutMixin
 from recipes.stages.grpo.checkpoint_state import RLVRStateMixin
 from recipes.stages.grpo.compact_generation import CompactGenerationMixin, trim_micro_batch
 from recipes.stages.grpo.config import RLVRGRPOConfig, variance_reward_names
@@ -62,6 +65,7 @@ logger = logging.getLogger(__name__)
 
 
 class RLVRGRPOTrainer(
+    AsyncRolloutMixin,
     CompactGenerationMixin,
     ZeroAdvantageMixin,
     SamplerCorrectionMixin,
@@ -103,6 +107,7 @@ class RLVRGRPOTrainer(
         )  # recipes.stages.grpo.sampling_dtype: what compact generation samples in
         self.step_timing = StepTimer(self.accelerator.device)
         self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
+        self._init_async_rollouts()  # recipes.stages.grpo.async_rollouts: generation beside training
         if self.use_vllm:  # the weight push, a cost of its own (verl's timing_s/update_weights)
             push = self.vllm_generation.sync_weights
 
@@ -145,11 +150,12 @@ class RLVRGRPOTrainer(
         )
         return self.curriculum
 
-    def _extra_prompts(self, groups: int) -> list[dict]:
+    def _extra_prompts(self, groups: int, peek: bool = False) -> list[dict]:
         """`groups` further prompts for this process, each repeated num_generations times (one group each).
 
         Drawn from a stream of the process's own (seed, rank, position), with the curriculum's weights when
-        there is one, so that a resumed run draws what the interrupted one would have.
+        there is one, so that a resumed run draws what the interrupted one would have. `peek`: the prompts the
+        next draw would give (with today's curriculum weights), the stream left where it is.
         """
         generator = torch.Generator().manual_seed(
             self.args.seed * 1_000_003 + self.accelerator.process_index * 7919 + self._extra_draws
@@ -159,7 +165,7 @@ class RLVRGRPOTrainer(
         else:
             weights = torch.ones(len(self.train_dataset))
         indices = torch.multinomial(weights, groups, replacement=True, generator=generator).tolist()
-        self._extra_draws += groups
+        self._extra_draws += 0 if peek else groups
         return [self.train_dataset[index] for index in indices for _ in range(self.num_generations)]
 
     # ------------------------------------------------------------ rewards
@@ -216,10 +222,15 @@ class RLVRGRPOTrainer(
     # ------------------------------------------------------------ dynamic sampling
 
     def _generate_and_score_completions(self, inputs):
+        if self.use_rollout_worker and self.model.training:  # recipes.stages.grpo.async_rollouts
+            self._prepare_requests(inputs)
         with self._sampler_correction_in_the_loss():  # recipes.stages.grpo.sampler_correction
             if not (self.dynamic_sampling and self.model.training):
                 return super()._generate_and_score_completions(inputs)
-            return self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
+            batch = self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
+            if self.use_rollout_worker:
+                self._request_next_extra_round()
+            return batch
 
     # ------------------------------------------------------------ step timing (recipes.stages.grpo.step_timing)
 
