@@ -50,3 +50,22 @@ def test_grpo_generates_with_vllm_where_it_is_installed_unless_told(installed, t
     assert grpo_config(*out, "--use_vllm", "false").use_vllm is False
     assert grpo_config(*out, "--use_vllm", "true").use_vllm is True
     assert grpo_config(*out, "--use_vllm", "--max_steps", "3").use_vllm is True  # a bare switch, as TRL's bools
+
+
+def test_a_config_that_asks_for_the_rollout_worker_keeps_compact_generation_where_vllm_is_installed(
+    installed, tmp_path
+):
+    """The SmolLM2 configs set max_staleness: 1 (the rollout worker samples as compact generation does): with
+    use_vllm unset they must not turn into a vLLM run that the worker cannot serve; an explicit choice still wins
+    (and the trainer refuses it, with the reason)."""
+    from trl import ModelConfig
+
+    def config(*argv: str) -> RLVRGRPOConfig:
+        yaml = "smollm2-135m/dapo_lora.yaml"
+        return parse_recipe_args((GRPOScriptArguments, RLVRGRPOConfig, ModelConfig), yaml, list(argv))[1]
+
+    out = ["--output_dir", str(tmp_path)]
+    assert config(*out).max_staleness == 1 and config(*out).use_vllm is False
+    assert config(*out, "--max_staleness", "0").use_vllm is installed
+    assert config(*out, "--use_vllm", "true").use_vllm is True
+    assert grpo_config(*out, "--rollout_worker", "true").use_vllm is False

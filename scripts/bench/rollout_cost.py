@@ -20,8 +20,12 @@ change switched off), so that what each change buys is measured in the same run 
 table gives each run's tokens per second of generating (the same prompts and budget in every run) and its
 weight push. vLLM against eval.decoding, run from the venv that has vLLM (`make setup-vllm`):
 
-    .venv-vllm/bin/python scripts/bench/rollout_cost.py --old-rev none --variant transformers "--use_vllm false" \
-        --variant vllm "--use_vllm true --vllm_mode colocate"
+    .venv-vllm/bin/python scripts/bench/rollout_cost.py --old-rev none \
+        --variant transformers "--use_vllm false --max_staleness 0 --sampling_dtype float32" \
+        --variant vllm "--use_vllm true --vllm_mode colocate --max_staleness 0"
+
+The SmolLM2 configs ask for the rollout worker (max_staleness: 1) and bf16 sampling where it is faster; the
+"Cores" table gives each run's staleness and how busy each core was.
 
 --model defaults to the demo-real cold start (artifacts/demo-real/sft) when it exists, else the base
 model (artifacts/models/smollm2-135m-instruct: scripts/get_model.py gets it).
