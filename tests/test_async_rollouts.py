@@ -185,13 +185,14 @@ def test_options_that_the_worker_cannot_serve_are_refused_with_the_reason(tmp_pa
         _trainer(tmp_path / "c", max_staleness=1, steps_per_generation=2, per_device_train_batch_size=3)
 
 
-def test_the_staleness_bench_trains_both_arms_from_one_cold_start_and_pairs_them(tmp_path):
+def test_the_staleness_bench_trains_both_arms_from_one_cold_start_and_pairs_them(tmp_path, monkeypatch):
     import json
 
     from tests.test_bench_smoke import load
 
     bench = load("staleness")
-    assert bench.main(["--fast", "--seeds", "0", "--output-dir", str(tmp_path)]) == 0
+    monkeypatch.chdir(tmp_path.parent)
+    assert bench.main(["--fast", "--seeds", "0", "--output-dir", tmp_path.name]) == 0  # a relative folder, too
     report = (tmp_path / "report.md").read_text()
     assert "| 0 | 0 |" in report and "| 0 | 1 |" in report and "pooled over seeds" in report
     for staleness in (0, 1):

@@ -56,7 +56,7 @@ def _interval(mean: float, bounds: tuple[float, float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
-    out = args.output_dir
+    out = args.output_dir.resolve()  # the demo's stages write configs that recipes resolve from the repo's configs/
     shared = demo_for(args, out / "shared", 0, [])
     cold_start = shared.sft(shared.base())
     pool = shared.filter(cold_start)
