@@ -52,6 +52,11 @@ logger = logging.getLogger(__name__)
 SEED_STRIDE = 1_000_003  # a run's requests draw seeds seed * SEED_STRIDE + request number
 
 
+def ids_key(prompt_ids) -> tuple:
+    """A batch's prompt token ids as the key a request is matched by."""
+    return tuple(tuple(ids) for ids in prompt_ids)
+
+
 def worker_conditions(trainer) -> list[str]:
     """What keeps `trainer` from sampling in a rollout worker; [] when nothing does."""
     args = trainer.args
@@ -197,7 +202,7 @@ class AsyncRolloutMixin:
 
     def _prompt_key(self, batch) -> tuple:
         prompt_ids, _, _ = self._tokenize_prompts([row["prompt"] for row in batch])
-        return tuple(tuple(ids) for ids in prompt_ids)
+        return ids_key(prompt_ids)
 
     def _submit(self, key: tuple) -> None:
         from recipes.stages.grpo.rollout_worker import Request
@@ -214,7 +219,7 @@ class AsyncRolloutMixin:
         self._requests[key] = (self._worker.submit(request), same_rng)
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        request = self._requests.pop(tuple(tuple(ids) for ids in prompt_ids), None) if self.use_rollout_worker else None
+        request = self._requests.pop(ids_key(prompt_ids), None) if self.use_rollout_worker else None
         if request is not None:
             number, same_rng = request
             result = self._worker.result(number)
