@@ -85,7 +85,7 @@ def test_the_sampler_records_the_log_prob_each_token_was_drawn_with(temperature,
         torch.testing.assert_close(torch.tensor(recorded), expected, atol=1e-4, rtol=1e-4)
 
 
-def _trainer(tmp_path, temperature: float = 0.9, reward_funcs=None, rows: int = 6, **options):
+def _trainer(tmp_path, temperature: float = 0.9, reward_funcs=None, rows: int = 6, levels=(1,), **options):
     from datasets import Dataset
 
     from recipes.common.model import load_tokenizer
@@ -104,7 +104,7 @@ def _trainer(tmp_path, temperature: float = 0.9, reward_funcs=None, rows: int = 
     args = RLVRGRPOConfig(output_dir=str(tmp_path), temperature=temperature, **{**defaults, **options})
     model = AutoModelForCausalLM.from_pretrained(SHIPPED_COLD_START)
     return RLVRGRPOTrainer(
-        model=model, reward_funcs=reward_funcs or [reward], args=args, train_dataset=Dataset.from_list(generate_rows([1], rows, seed=0)),
+        model=model, reward_funcs=reward_funcs or [reward], args=args, train_dataset=Dataset.from_list(generate_rows(list(levels), rows, seed=0)),
         processing_class=load_tokenizer(str(SHIPPED_COLD_START)),
     )  # fmt: skip
 

@@ -2,7 +2,7 @@
 demo, the same seeds, the same number of trained completions, evaluated alike.
 
     python scripts/bench/staleness.py [--seeds 0 1 2] [--staleness 0 1] [--output-dir artifacts/bench/staleness]
-        [--fast]
+        [--flags "RECIPE FLAGS" --tag NAME] [--fast]
 
 One cold start and one filtered pool (the demo's own stages, scripts/demo_stages.py, seed 0), then for each seed
 and staleness the demo's DAPO stage (recipes/configs/demo/dapo.yaml, --seed k --max_staleness s) and the demo's
@@ -10,7 +10,10 @@ evaluation of it (the held-out levels 1-12, 16 problems a level, 16 samples each
 report.md in --output-dir: each run's pass@1 and paired gain over the cold start, each seed's paired difference
 of staleness s against 0, and that difference pooled over seeds (per problem, the mean over seeds of s minus 0,
 bootstrapped over problems: eval.metrics.paired_difference), with the seconds each DAPO run took. Every stage
-whose output exists is skipped, so an interrupted run resumes where it stopped.
+whose output exists is skipped, so an interrupted run resumes where it stopped. `--flags` adds recipe flags to
+every arm but the reference (its runs are reused), in folders and a report named by `--tag`: e.g.
+`--flags "--vllm_importance_sampling_mode token_truncate" --tag token_truncate` asks whether the cost of
+staleness is the correction's.
 """
 
 from __future__ import annotations
@@ -34,6 +37,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1], help="the first is the reference")
     parser.add_argument("--output-dir", type=Path, default=REPO / "artifacts" / "bench" / "staleness")
+    parser.add_argument(
+        "--flags", default="", help="recipe flags for every arm but the reference, e.g. a correction mode to try"
+    )
+    parser.add_argument("--tag", default="", help="names those arms' folders and the report (with --flags)")
     parser.add_argument("--fast", action="store_true", help="a smoke run: 2 steps, tiny evaluations")
     return parser
 
@@ -64,9 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[tuple[int, int], dict] = {}
     for seed in args.seeds:
         for staleness in args.staleness:
-            demo = demo_for(
-                args, out / f"staleness{staleness}" / f"seed{seed}", seed, ["--max_staleness", str(staleness)]
-            )
+            reference = staleness == args.staleness[0]
+            flags = ["--max_staleness", str(staleness)] + ([] if reference else args.flags.split())
+            name = f"staleness{staleness}" + ("" if reference or not args.tag else f"-{args.tag}")
+            demo = demo_for(args, out / name / f"seed{seed}", seed, flags)
             started = time.time()
             model = demo.rl(cold_start, pool)
             seconds = json.loads((model / "run_card.json").read_text()).get("timing", {}).get("seconds_total", {})
@@ -78,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
             }
     lines = [
         f"`python scripts/bench/staleness.py --seeds {' '.join(map(str, args.seeds))} --staleness "
-        f"{' '.join(map(str, args.staleness))}{' --fast' if args.fast else ''}`: DAPO (recipes/configs/demo/dapo.yaml) "
+        f"{' '.join(map(str, args.staleness))}{' --fast' if args.fast else ''}"
+        f"{f' --flags {chr(34)}{args.flags}{chr(34)} --tag {args.tag}' if args.flags else ''}`: DAPO "
+        f"(recipes/configs/demo/dapo.yaml) "
         f"from one cold start, evaluated on {len(cold)} held-out problems",
         "",
         "| seed | max_staleness | pass@1 | paired gain over the cold start | s of training steps |",
@@ -106,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {staleness} | " + " | ".join(cells) + f" | {_interval(mean, bounds)} |")
     report = "\n".join(lines)
     print(report)
-    (out / "report.md").write_text(report + "\n")
+    (out / (f"report-{args.tag}.md" if args.tag else "report.md")).write_text(report + "\n")
     return 0
 
 

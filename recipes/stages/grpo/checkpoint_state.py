@@ -1,6 +1,6 @@
 """RLVRGRPOTrainer's own state in each checkpoint (`RLVRStateMixin`): the extra-prompt stream's position,
-adaptive dynamic sampling's zero-variance estimate and buffer (recipes.stages.grpo.dynamic_sampling), the
-curriculum's pass rates; restored with `resume_from_checkpoint`, so a resumed run draws and buffers as the
+adaptive dynamic sampling's zero-variance estimate and buffer (recipes.stages.grpo.dynamic_sampling), the groups
+partial rollouts carry (recipes.stages.grpo.partial_rollouts), the curriculum's pass rates; restored with `resume_from_checkpoint`, so a resumed run draws and buffers as the
 uninterrupted one would have."""
 
 from __future__ import annotations
@@ -13,12 +13,13 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from recipes.stages.grpo.dynamic_sampling import Group
+from recipes.stages.grpo.partial_rollouts import Carried
 from tasks.files import write_atomic
 
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "rlvr_state.json"  # the trainer's own state in each checkpoint
-BUFFER_FILE = "rlvr_buffer_rank{rank}.pt"  # adaptive dynamic sampling's buffer, one file per process
+BUFFER_FILE = "rlvr_buffer_rank{rank}.pt"  # adaptive sampling's buffer, partial rollouts' groups: per process
 
 
 class RLVRStateMixin:
@@ -33,13 +34,21 @@ class RLVRStateMixin:
             if self.curriculum is not None:
                 state["curriculum"] = self.curriculum.state_dict()
             write_atomic(os.path.join(folder, STATE_FILE), json.dumps(state))
-        if self._buffer:  # every process saves its own buffer
+        if self._buffer or self._carried:  # every process saves its own buffer and carried groups
             os.makedirs(folder, exist_ok=True)
             rank = self.accelerator.process_index
-            torch.save([vars(group) for group in self._buffer], os.path.join(folder, BUFFER_FILE.format(rank=rank)))
+            saved = {
+                "buffer": [vars(group) for group in self._buffer],
+                "carried": [vars(group) for group in self._carried],
+            }
+            torch.save(saved, os.path.join(folder, BUFFER_FILE.format(rank=rank)))
 
     def _load_optimizer_and_scheduler(self, checkpoint):
         super()._load_optimizer_and_scheduler(checkpoint)
+        self._restore_rlvr_state(checkpoint)
+
+    def _restore_rlvr_state(self, checkpoint) -> None:
+        """This trainer's own state from `checkpoint` (a folder), where it was saved."""
         path = os.path.join(checkpoint, STATE_FILE) if checkpoint else None
         if path and os.path.exists(path):
             with open(path) as handle:
@@ -54,4 +63,7 @@ class RLVRStateMixin:
         )
         if buffer and os.path.exists(buffer):
             saved = torch.load(buffer, map_location=self.accelerator.device, weights_only=False)
-            self._buffer = [Group(**fields) for fields in saved]
+            if isinstance(saved, list):  # a checkpoint from before partial rollouts: the buffer alone
+                saved = {"buffer": saved}
+            self._buffer = [Group(**fields) for fields in saved.get("buffer", [])]
+            self._carried = [Carried(**fields) for fields in saved.get("carried", [])]

@@ -43,23 +43,28 @@ class CompactGenerationMixin:
             return super()._generate_single_turn(
                 prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
             )
-        from eval.decoding import global_sampler, sample_tokens
         from recipes.stages.grpo.sampling_dtype import cast_for_sampling
 
         with (
             self._policy_as_it_samples(merge=self.args.merge_adapter_for_generation) as merged,
             cast_for_sampling(merged, self.sampling_dtype) as sampling_model,  # recipes.stages.grpo.sampling_dtype
         ):
-            logprobs: list[list[float]] = []
-            completion_ids = sample_tokens(
-                sampling_model,
-                prompt_ids,
-                **self._sampling_limits(),
-                pick=global_sampler(*self._sampling_distribution(), with_logprobs=True),
-                logprobs=logprobs,
-            )
-        # the log-probs each token was sampled with, as TRL's vLLM path hands them over (TRL's own transformers
-        # path has none): recipes.stages.grpo.sampler_correction compares them with the trainer's own
+            return self._sample_compact(sampling_model, prompt_ids)
+
+    def _sample_compact(self, model, prompt_ids) -> tuple[list[list[int]], list[list[float]]]:
+        """Each prompt's completion ids and the log-prob each token was sampled with, as TRL's vLLM path hands them
+        over (TRL's own transformers path has none): recipes.stages.grpo.sampler_correction compares them with the
+        trainer's own. recipes.stages.grpo.partial_rollouts samples training rounds its own way."""
+        from eval.decoding import global_sampler, sample_tokens
+
+        logprobs: list[list[float]] = []
+        completion_ids = sample_tokens(
+            model,
+            prompt_ids,
+            **self._sampling_limits(),
+            pick=global_sampler(*self._sampling_distribution(), with_logprobs=True),
+            logprobs=logprobs,
+        )
         return completion_ids, logprobs
 
     @contextmanager

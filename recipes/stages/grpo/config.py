@@ -130,6 +130,15 @@ class RLVRGRPOConfig(GRPOConfig):
             "synchronous run bit for bit."
         },
     )
+    partial_rollout_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Partial rollouts (Kimi k1.5): each completion samples at most this many tokens a step; one not "
+            "finished is kept with its tokens and sampler log-probs and continued the next step, its group trained "
+            "once every member has finished. Needs dynamic_sampling and compact generation. Unset: completions run "
+            "to the end within their step. See recipes/stages/grpo/partial_rollouts.py."
+        },
+    )
     merge_adapter_for_generation: bool = field(
         default=True,
         metadata={
@@ -156,6 +165,8 @@ class RLVRGRPOConfig(GRPOConfig):
                 f"max_staleness must be >= 0 and weight_sync_steps >= 1, got {self.max_staleness} and "
                 f"{self.weight_sync_steps}"
             )
+        if self.partial_rollout_tokens is not None and self.partial_rollout_tokens < 1:
+            raise ValueError(f"partial_rollout_tokens must be >= 1 (or unset), got {self.partial_rollout_tokens}")
         if self.dynamic_sampling_mode not in MODES:
             raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {self.dynamic_sampling_mode!r}")
         if not isinstance(self.curriculum, dict):
@@ -167,10 +178,15 @@ class RLVRGRPOConfig(GRPOConfig):
                 f"variance_rewards {self.variance_rewards}: `{VARIANCE_FROM_SUM}` (the weighted sum of all rewards) "
                 "stands alone; give either it or reward names"
             )
-        if self.use_vllm is None:  # a rollout worker asked for (max_staleness > 0) is compact generation's
+        if self.use_vllm is None:  # the rollout worker and partial rollouts are compact generation's
             from eval.sampler import vllm_available
 
-            self.use_vllm = vllm_available() and self.max_staleness == 0 and not self.rollout_worker
+            self.use_vllm = (
+                vllm_available()
+                and self.max_staleness == 0
+                and not self.rollout_worker
+                and not self.partial_rollout_tokens
+            )
         super().__post_init__()
 
 

@@ -177,6 +177,7 @@ class DynamicSamplingMixin:
         if cap_hit:
             self._warn_cap(len(kept), target, rounds)
         chosen = (kept + zero_variance)[:target]
+        chosen += self._reclaim_unfinished(target - len(chosen))  # partial rollouts' groups still generating
         return self._finish(chosen, min(len(kept), target), rounds, cap_hit, {})
 
     def _adaptive_rounds(self, inputs: list[dict], g: int, target: int) -> dict:
@@ -210,6 +211,7 @@ class DynamicSamplingMixin:
         if cap_hit:
             self._warn_cap(len(chosen), target, max(len(self.last_round_sizes) - 1, 0))
             chosen = chosen + zero_variance[: target - len(chosen)]
+            chosen += self._reclaim_unfinished(target - len(chosen))  # partial rollouts' groups still generating
         if len(chosen) < target:  # cannot happen: a first round generates at least the groups missing
             raise RuntimeError(f"dynamic sampling assembled {len(chosen)} of {target} groups")
         if seen_total:
@@ -226,6 +228,8 @@ class DynamicSamplingMixin:
     def _generate_round(self, batch_inputs: list[dict]) -> tuple[list[Group], int, int]:
         """Generate and score one round; its groups (this process's) and the zero-variance count over all."""
         g = self.num_generations
+        # recipes.stages.grpo.partial_rollouts: the carried groups join a step's first round
+        batch_inputs = self._partial_round_inputs(batch_inputs, first_round=not self.last_round_sizes)
         batch = super()._generate_and_score_completions(batch_inputs)
         local = len(batch_inputs) // g
         first = self.accelerator.process_index * local  # this process's groups in the gathered tensor
@@ -233,7 +237,8 @@ class DynamicSamplingMixin:
         variances = [bool(value > 1e-6) for value in spread[first : first + local]]
         ids = [batch_inputs[group * g].get("id") for group in range(local)]
         self.last_round_sizes.append(local)
-        return split_groups(batch, g, ids, variances), int((spread <= 1e-6).sum().item()), spread.numel()
+        groups = self._set_aside_unfinished(split_groups(batch, g, ids, variances), batch_inputs)
+        return groups, int((spread <= 1e-6).sum().item()), spread.numel()
 
     def _warn_cap(self, with_variance: int, target: int, rounds: int) -> None:
         logger.warning(
@@ -245,6 +250,7 @@ class DynamicSamplingMixin:
     def _finish(self, chosen: list[Group], kept_with_variance: int, rounds: int, cap_hit: bool, counts: dict) -> dict:
         """Log the step's metrics (summed over processes) and assemble the chosen groups into one output."""
         self.last_batch_group_ids = [group.row_id for group in chosen]
+        self._end_partial_step(len(chosen))  # recipes.stages.grpo.partial_rollouts: what is carried
         local = [sum(self.last_round_sizes), kept_with_variance, *counts.values()]
         totals = self.accelerator.gather(torch.tensor(local, device=self.accelerator.device))
         totals = totals.view(-1, len(local)).sum(dim=0).tolist()

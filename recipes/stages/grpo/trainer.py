@@ -30,6 +30,8 @@ set from GRPOConfig. What this subclass adds:
   the verifier (recipes.common.monitor warns of reward hacking from them);
 * asynchronous generation (`max_staleness`, recipes.stages.grpo.async_rollouts): a rollout worker process samples
   the next batches while the trainer trains, its log-probs correcting the loss;
+* partial rollouts (Kimi k1.5, `partial_rollout_tokens`, recipes.stages.grpo.partial_rollouts): a completion
+  samples a segment a step, and its group is trained once every member has finished;
 * cheaper steps on the transformers path: `compact_generation`, `merge_adapter_for_generation`, `trim_padding`
   and `skip_zero_advantage` (recipes.stages.grpo.compact_generation), `share_prompts` (recipes.stages.grpo.shared_prompt: a
   group's prompt runs once in the loss pass);
@@ -54,6 +56,7 @@ from recipes.stages.grpo.config import RLVRGRPOConfig, variance_reward_names
 from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin
 from recipes.stages.grpo.gold import GoldRewardsMixin
 from recipes.stages.grpo.held_out import HeldOutMixin
+from recipes.stages.grpo.partial_rollouts import PartialRolloutMixin
 from recipes.stages.grpo.sampler_correction import SamplerCorrectionMixin
 from recipes.stages.grpo.sampling_dtype import resolve_sampling_dtype
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
@@ -66,6 +69,7 @@ logger = logging.getLogger(__name__)
 
 class RLVRGRPOTrainer(
     AsyncRolloutMixin,
+    PartialRolloutMixin,
     CompactGenerationMixin,
     ZeroAdvantageMixin,
     SamplerCorrectionMixin,
@@ -108,6 +112,7 @@ class RLVRGRPOTrainer(
         self.step_timing = StepTimer(self.accelerator.device)
         self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
         self._init_async_rollouts()  # recipes.stages.grpo.async_rollouts: generation beside training
+        self._init_partial_rollouts()  # recipes.stages.grpo.partial_rollouts: long completions across steps
         if self.use_vllm:  # the weight push, a cost of its own (verl's timing_s/update_weights)
             push = self.vllm_generation.sync_weights
 
