@@ -201,3 +201,13 @@ def test_the_staleness_bench_trains_both_arms_from_one_cold_start_and_pairs_them
         assert card["config"]["training"]["max_staleness"] == staleness
         logged = [json.loads(line) for line in (run / "metrics.jsonl").open()]
         assert any("async/staleness" in entry for entry in logged) == (staleness == 1)
+    # an arm with flags of its own, against the same reference runs (reused, not trained again)
+    reference = (tmp_path / "staleness0" / "seed0" / "dapo" / "run_card.json").stat().st_mtime
+    flags = ["--staleness", "0", "0", "--flags", "--sampling_dtype bfloat16", "--tag", "bf16"]
+    assert bench.main(["--fast", "--seeds", "0", "--output-dir", tmp_path.name, *flags]) == 0
+    assert (tmp_path / "staleness0" / "seed0" / "dapo" / "run_card.json").stat().st_mtime == reference
+    card = json.loads((tmp_path / "staleness0-bf16" / "seed0" / "dapo" / "run_card.json").read_text())
+    assert card["config"]["training"]["sampling_dtype"] == "bfloat16"
+    assert "| 0 bf16 |" in (tmp_path / "report-bf16.md").read_text()
+    with pytest.raises(SystemExit):
+        bench.main(["--fast", "--output-dir", tmp_path.name, "--flags", "--sampling_dtype bfloat16"])  # no --tag

@@ -62,16 +62,19 @@ def _interval(mean: float, bounds: tuple[float, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    if args.flags and not args.tag:
+        parser.error("--flags needs --tag: the arms it changes are kept in folders of their own")
     out = args.output_dir.resolve()  # the demo's stages write configs that recipes resolve from the repo's configs/
     shared = demo_for(args, out / "shared", 0, [])
     cold_start = shared.sft(shared.base())
     pool = shared.filter(cold_start)
     cold = pass_at_1(evaluate_stage("sft", shared.out, shared.eval_argv("sft", cold_start), False))
-    runs: dict[tuple[int, int], dict] = {}
+    runs: dict[tuple[int, int], dict] = {}  # (seed, arm): the first arm is the reference, the others take --flags
     for seed in args.seeds:
-        for staleness in args.staleness:
-            reference = staleness == args.staleness[0]
+        for arm, staleness in enumerate(args.staleness):
+            reference = arm == 0
             flags = ["--max_staleness", str(staleness)] + ([] if reference else args.flags.split())
             name = f"staleness{staleness}" + ("" if reference or not args.tag else f"-{args.tag}")
             demo = demo_for(args, out / name / f"seed{seed}", seed, flags)
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             model = demo.rl(cold_start, pool)
             seconds = json.loads((model / "run_card.json").read_text()).get("timing", {}).get("seconds_total", {})
             result = evaluate_stage("dapo", demo.out, demo.eval_argv("dapo", model), False)
-            runs[seed, staleness] = {
+            runs[seed, arm] = {
                 "pass": pass_at_1(result),
                 "seconds": seconds.get("step"),
                 "wall": time.time() - started,
@@ -94,26 +97,29 @@ def main(argv: list[str] | None = None) -> int:
         "| seed | max_staleness | pass@1 | paired gain over the cold start | s of training steps |",
         "|---|---:|---:|---:|---:|",
     ]
-    for (seed, staleness), run in runs.items():
+    label = {
+        arm: f"{staleness}{f' {args.tag}' if arm and args.tag else ''}" for arm, staleness in enumerate(args.staleness)
+    }
+    for (seed, arm), run in runs.items():
+        staleness = label[arm]
         mean, bounds, _ = paired_difference(cold, run["pass"])
         score = sum(run["pass"].values()) / len(run["pass"])
         steps = f"{run['seconds']:.0f}" if run["seconds"] else "n/a"
         lines.append(f"| {seed} | {staleness} | {score:.3f} | {_interval(mean, bounds)} | {steps} |")
-    reference = args.staleness[0]
-    lines += ["", f"Paired difference against max_staleness {reference} (same seed, same problems):", ""]
+    lines += ["", f"Paired difference against max_staleness {args.staleness[0]} (same seed, same problems):", ""]
     lines += ["| max_staleness | " + " | ".join(f"seed {seed}" for seed in args.seeds) + " | pooled over seeds |"]
     lines += ["|---|" + "---:|" * (len(args.seeds) + 1)]
-    for staleness in args.staleness[1:]:
+    for arm in range(1, len(args.staleness)):
         cells = []
         for seed in args.seeds:
-            mean, bounds, _ = paired_difference(runs[seed, reference]["pass"], runs[seed, staleness]["pass"])
+            mean, bounds, _ = paired_difference(runs[seed, 0]["pass"], runs[seed, arm]["pass"])
             cells.append(_interval(mean, bounds))
         per_problem = {
-            level: {key: sum(runs[seed, level]["pass"][key] for seed in args.seeds) / len(args.seeds) for key in cold}
-            for level in (reference, staleness)
+            index: {key: sum(runs[seed, index]["pass"][key] for seed in args.seeds) / len(args.seeds) for key in cold}
+            for index in (0, arm)
         }
-        mean, bounds, _ = paired_difference(per_problem[reference], per_problem[staleness])
-        lines.append(f"| {staleness} | " + " | ".join(cells) + f" | {_interval(mean, bounds)} |")
+        mean, bounds, _ = paired_difference(per_problem[0], per_problem[arm])
+        lines.append(f"| {label[arm]} | " + " | ".join(cells) + f" | {_interval(mean, bounds)} |")
     report = "\n".join(lines)
     print(report)
     (out / (f"report-{args.tag}.md" if args.tag else "report.md")).write_text(report + "\n")
