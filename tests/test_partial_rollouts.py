@@ -161,6 +161,21 @@ def test_the_carried_groups_are_saved_with_a_checkpoint_and_restored(tmp_path):
     assert [(group.rows, group.completions, group.logprobs, group.finished) for group in resumed._carried] == saved
 
 
+def test_the_curriculum_takes_no_outcome_from_a_completion_still_generating(tmp_path):
+    # level-4 problems only: every fresh group outlasts the segment; the one carried from step 0 finishes in step 1
+    trainer = _partial_trainer(tmp_path, _Recorder(), levels=(4,), max_steps=2, sampler="pass_rate_weighted")
+    observed = []
+    end_step = trainer._end_partial_step
+
+    def recording_end(target):
+        end_step(target)
+        observed.append(sum(count for _, count in trainer.curriculum.counts))
+
+    trainer._end_partial_step = recording_end
+    trainer.train()
+    assert observed == [0, 1]  # step 0: every group still generating; step 1: the carried one, finished
+
+
 def test_what_partial_rollouts_cannot_serve_is_refused_with_the_reason(tmp_path):
     with pytest.raises(ValueError, match="dynamic_sampling: true"):
         _trainer(tmp_path / "a", partial_rollout_tokens=4)

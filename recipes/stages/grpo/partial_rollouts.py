@@ -158,6 +158,11 @@ class PartialRolloutMixin:
         self._round_plans = plans
         return [plan.completion for plan in plans], [plan.logprobs for plan in plans]
 
+    def _unfinished_rows(self) -> list[bool]:
+        """Per row of the training round just generated, whether it is still generating (its reward, scored on
+        a cut text, is no outcome: the curriculum skips it); [] outside partial rollouts."""
+        return [not plan.finished for plan in self._round_plans or []]
+
     def _set_aside_unfinished(self, groups: list, batch_inputs: list[dict]) -> list:
         """The round's groups whose members have all finished; the others are set aside for the next step."""
         plans = self._round_plans

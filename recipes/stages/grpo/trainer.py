@@ -222,7 +222,11 @@ class RLVRGRPOTrainer(
             outcomes = rewards_per_func[:, self.reward_func_names.index(self.accuracy_reward)]
         else:
             outcomes = (rewards > 0).float()
-        self.curriculum.update(ids, [None if torch.isnan(value) else float(value) for value in outcomes])
+        values = [None if torch.isnan(value) else float(value) for value in outcomes]
+        unfinished = self._unfinished_rows()  # recipes.stages.grpo.partial_rollouts: no outcome yet
+        if len(unfinished) == len(values):
+            values = [None if still else value for value, still in zip(values, unfinished, strict=True)]
+        self.curriculum.update(ids, values)
 
     # ------------------------------------------------------------ dynamic sampling
 
