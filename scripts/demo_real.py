@@ -88,8 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-# The protocol the report's figures were measured with: one DAPO job a core, generation and training taking turns
-# in fp32 (the configs' rollout worker and bf16 sampling would take a second core per job: docs/grpo.md).
+# The protocol the report's figures were measured with: one DAPO job a core, generation and training taking turns,
+# sampling in fp32 (the configs sample in bf16 where it is faster; demo-real's figures predate that).
 SYNCHRONOUS = ["--max_staleness", "0", "--sampling_dtype", "float32"]
 
 

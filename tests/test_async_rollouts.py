@@ -211,3 +211,22 @@ def test_the_staleness_bench_trains_both_arms_from_one_cold_start_and_pairs_them
     assert "| 0 bf16 |" in (tmp_path / "report-bf16.md").read_text()
     with pytest.raises(SystemExit):
         bench.main(["--fast", "--output-dir", tmp_path.name, "--flags", "--sampling_dtype bfloat16"])  # no --tag
+
+
+def test_a_stale_run_is_warned_of_what_its_correction_cost_in_the_measurements():
+    from types import SimpleNamespace
+
+    from recipes.stages.grpo.async_rollouts import staleness_warnings
+
+    def run(staleness, correction=True, mode="sequence_mask"):
+        return staleness_warnings(
+            SimpleNamespace(
+                max_staleness=staleness,
+                vllm_importance_sampling_correction=correction,
+                vllm_importance_sampling_mode=mode,
+            )  # fmt: skip
+        )
+
+    assert run(0, correction=False) == [] and run(1, mode="token_truncate") == []
+    assert "collapsed" in run(1, correction=False)[0]
+    assert "token_truncate lost less" in run(2)[0]

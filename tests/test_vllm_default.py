@@ -55,9 +55,10 @@ def test_grpo_generates_with_vllm_where_it_is_installed_unless_told(installed, t
 def test_a_config_that_asks_for_the_rollout_worker_keeps_compact_generation_where_vllm_is_installed(
     installed, tmp_path
 ):
-    """The SmolLM2 configs set max_staleness: 1 (the rollout worker samples as compact generation does): with
-    use_vllm unset they must not turn into a vLLM run that the worker cannot serve; an explicit choice still wins
-    (and the trainer refuses it, with the reason)."""
+    """A config asking for the rollout worker (max_staleness: 1; it samples as compact generation does) must not
+    turn into a vLLM run that the worker cannot serve when use_vllm is unset; an explicit choice still wins (and
+    the trainer refuses it, with the reason). The SmolLM2 configs take turns (max_staleness: 0): vLLM where
+    installed."""
     from trl import ModelConfig
 
     def config(*argv: str) -> RLVRGRPOConfig:
@@ -65,7 +66,8 @@ def test_a_config_that_asks_for_the_rollout_worker_keeps_compact_generation_wher
         return parse_recipe_args((GRPOScriptArguments, RLVRGRPOConfig, ModelConfig), yaml, list(argv))[1]
 
     out = ["--output_dir", str(tmp_path)]
-    assert config(*out).max_staleness == 1 and config(*out).use_vllm is False
-    assert config(*out, "--max_staleness", "0").use_vllm is installed
+    assert config(*out).max_staleness == 0 and config(*out).use_vllm is installed
+    assert config(*out, "--max_staleness", "1").use_vllm is False
+    assert config(*out, "--partial_rollout_tokens", "96").use_vllm is False  # partial rollouts: compact's too
     assert config(*out, "--use_vllm", "true").use_vllm is True
     assert grpo_config(*out, "--rollout_worker", "true").use_vllm is False

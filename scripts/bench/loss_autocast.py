@@ -40,7 +40,7 @@ def one_pass(model, ids: torch.Tensor, prompt: int, bf16: bool) -> tuple[float, 
     loss.backward()
     seconds = time.perf_counter() - started
     grads = [p.grad.flatten() for p in model.parameters() if p.grad is not None]
-    return seconds, float(loss), torch.cat(grads)
+    return seconds, loss.item(), torch.cat(grads)
 
 
 def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 5) -> float:

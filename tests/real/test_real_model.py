@@ -69,9 +69,12 @@ def test_sft_lora_then_grpo_then_a_rejection_sampling_round(real_model, tmp_path
 
     argv = ["--model_name_or_path", str(adapter), "--output_dir", str(tmp_path / "grpo"), "--max_steps", "2",
             "--num_generations", "2", "--per_device_train_batch_size", "4", "--max_completion_length", "24",
-            "--dataset_num_rows", "4", "--save_strategy", "no", "--disable_tqdm", "true", "--use_cpu", "true"]  # fmt: skip
+            "--dataset_num_rows", "4", "--save_strategy", "no", "--disable_tqdm", "true", "--use_cpu", "true",
+            "--max_staleness", "1", "--vllm_importance_sampling_mode", "token_truncate"]  # fmt: skip
     grpo.main(*parse_recipe_args(grpo.make_parser().dataclass_types, SMOL / "dapo_lora.yaml", argv))
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "grpo").config.use_cache is True
+    logged = [json.loads(line) for line in (tmp_path / "grpo" / "metrics.jsonl").open()]
+    assert any("async/staleness" in entry for entry in logged)  # the rollout worker sampled the real weights
 
     argv = ["--model_name_or_path", str(adapter), "--output_dir", str(tmp_path / "rs"), "--dataset_num_rows", "4",
             "--eval_num_rows", "2", "--eval_samples_per_problem", "1", "--sampling", "{n: 2, max_new_tokens: 48}",

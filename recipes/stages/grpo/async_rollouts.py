@@ -24,7 +24,10 @@ A batch trained at step t was sampled with the weights of step t - s at the olde
 1 with less frequent pushes); logged as `async/staleness`. The loss corrects for it as for any sampler that is
 not the policy: the sampler's log-probs come with the batch, and TRL's importance-sampling options
 (`vllm_importance_sampling_*`, recipes.stages.grpo.sampler_correction) weigh each token by pi_theta /
-pi_sampler, truncated, the ratio's anchor being the weights that train (AReaL's decoupled PPO).
+pi_sampler, truncated, the ratio's anchor being the weights that train (AReaL's decoupled PPO). What staleness
+costs in accuracy is measured (docs/benchmarks.md): on the tiny demo one step cost pass@1 even corrected, least
+with `vllm_importance_sampling_mode: token_truncate`, so 0 stays the default and a run that sets it is warned
+(`staleness_warnings`).
 
 `rollout_worker: true` with `max_staleness: 0` samples each batch in the worker with the current weights, the
 trainer waiting, and the trainer's RNG state travelling with the request and back: the run is the synchronous
@@ -79,6 +82,26 @@ def worker_conditions(trainer) -> list[str]:
     return problems
 
 
+def staleness_warnings(args) -> list[str]:
+    """What the measurements say about this run's correction for stale samples (docs/benchmarks.md, the tiny demo,
+    3 seeds, pass@1 paired with staleness 0): uncorrected, training collapsed (-0.46); TRL's default
+    `sequence_mask` cost -0.087 and `token_truncate` -0.048."""
+    if args.max_staleness == 0:
+        return []
+    if not args.vllm_importance_sampling_correction:
+        return [
+            "max_staleness > 0 without vllm_importance_sampling_correction: stale samples go uncorrected, and on the "
+            "tiny demo DAPO collapsed so (pass@1 -0.46 against staleness 0, 3 seeds; docs/benchmarks.md)"
+        ]
+    if args.vllm_importance_sampling_mode != "token_truncate":
+        return [
+            f"max_staleness > 0 with vllm_importance_sampling_mode {args.vllm_importance_sampling_mode}: on the tiny "
+            "demo token_truncate lost less to one step of staleness (pass@1 -0.048 against -0.087 for "
+            "sequence_mask, 3 seeds; docs/benchmarks.md)"
+        ]
+    return []
+
+
 def spare_cores(local_processes: int, threads: int) -> bool:
     """Whether this machine has a core for each process's worker beside its trainer's threads."""
     try:
@@ -108,6 +131,8 @@ class AsyncRolloutMixin:
                 + "; ".join(problems)
                 + ". Set max_staleness: 0 to sample in the trainer."
             )
+        for problem in staleness_warnings(args):
+            logger.warning(problem)
         local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", self.accelerator.num_processes))
         if not spare_cores(local_processes, torch.get_num_threads()):
             logger.warning(
