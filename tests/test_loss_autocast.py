@@ -78,3 +78,25 @@ def test_the_loss_autocast_bench_prints_both_passes_side_by_side(capsys):
     assert "| fp32 |" in printed and "| bf16 autocast |" in printed and "gradient cosine" in printed
     cosine = float(printed.rsplit("gradient cosine", 1)[1])
     assert 0.99 <= cosine <= 1.0 + 1e-9
+
+
+def test_loss_dtype_sets_what_accelerate_runs_the_loss_pass_in(tmp_path, monkeypatch):
+    import pytest
+
+    from recipes.stages.grpo import sampling_dtype
+    from recipes.stages.grpo.config import RLVRGRPOConfig
+
+    def config(**options) -> RLVRGRPOConfig:
+        return RLVRGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **options)
+
+    assert config(loss_dtype="bfloat16").bf16 is True
+    assert config(loss_dtype="float32").bf16 is False
+    monkeypatch.setattr(sampling_dtype, "bf16_speedup", lambda: 2.4)  # an AVX512-BF16 CPU
+    assert config(loss_dtype="auto").bf16 is True
+    monkeypatch.setattr(sampling_dtype, "bf16_speedup", lambda: 0.6)  # AVX2: bf16 emulated, slower
+    assert config(loss_dtype="auto").bf16 is False
+    assert config(loss_dtype="auto", bf16=True).bf16 is True  # an explicit bf16 wins
+    with pytest.raises(ValueError, match="give one of them"):
+        config(loss_dtype="float32", bf16=True)
+    with pytest.raises(ValueError, match="loss_dtype must be one of"):
+        config(loss_dtype="half")

@@ -109,6 +109,15 @@ class RLVRGRPOConfig(GRPOConfig):
             "shapes on this machine). See recipes/stages/grpo/sampling_dtype.py."
         },
     )
+    loss_dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "The loss pass's precision: float32, bfloat16 (torch.autocast, what bf16: true runs; the weights "
+            "and the optimizer stay fp32), or auto (bf16 on a CPU where a matrix product measures 1.25x faster in "
+            "bf16, as sampling_dtype's auto does; an explicit bf16 wins). Unset: bf16 / fp16 as given. SmolLM2's LoRA loss pass took 0.33x "
+            "the fp32 time in bf16 on an AVX512-BF16 CPU (scripts/bench/loss_autocast.py)."
+        },
+    )
     max_staleness: int = field(
         default=0,
         metadata={
@@ -165,6 +174,7 @@ class RLVRGRPOConfig(GRPOConfig):
                 f"max_staleness must be >= 0 and weight_sync_steps >= 1, got {self.max_staleness} and "
                 f"{self.weight_sync_steps}"
             )
+        self._resolve_loss_dtype()
         if self.partial_rollout_tokens is not None and self.partial_rollout_tokens < 1:
             raise ValueError(f"partial_rollout_tokens must be >= 1 (or unset), got {self.partial_rollout_tokens}")
         if self.dynamic_sampling_mode not in MODES:
@@ -188,6 +198,26 @@ class RLVRGRPOConfig(GRPOConfig):
                 and not self.partial_rollout_tokens
             )
         super().__post_init__()
+
+    def _resolve_loss_dtype(self) -> None:
+        """`loss_dtype` into TRL's `bf16`: what the Trainer hands accelerate as its mixed precision."""
+        if self.loss_dtype is None:
+            return
+        if self.loss_dtype not in SAMPLING_DTYPES:
+            raise ValueError(f"loss_dtype must be one of {SAMPLING_DTYPES}, got {self.loss_dtype!r}")
+        if self.fp16 or (self.bf16 and self.loss_dtype == "float32"):
+            raise ValueError(
+                f"loss_dtype {self.loss_dtype} with {'fp16' if self.fp16 else 'bf16'}: true: give one of them"
+            )
+        if self.loss_dtype != "auto":
+            self.bf16 = self.loss_dtype == "bfloat16"  # TRL would read an unset bf16 as true
+        elif self.bf16 is None:
+            import torch
+
+            if self.use_cpu or not torch.cuda.is_available():  # on a GPU, TRL's default: bf16
+                from recipes.stages.grpo import sampling_dtype
+
+                self.bf16 = sampling_dtype.bf16_speedup() >= sampling_dtype.MIN_SPEEDUP
 
 
 def variance_reward_names(variance_rewards: list[str] | None, reward_names: list[str]) -> list[str] | None:
