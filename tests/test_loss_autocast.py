@@ -87,7 +87,7 @@ def test_loss_dtype_sets_what_accelerate_runs_the_loss_pass_in(tmp_path, monkeyp
     from recipes.stages.grpo.config import RLVRGRPOConfig
 
     def config(**options) -> RLVRGRPOConfig:
-        return RLVRGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to=[], **options)
+        return RLVRGRPOConfig(output_dir=str(tmp_path), report_to=[], **options)  # use_cpu unset, as in configs
 
     assert config(loss_dtype="bfloat16").bf16 is True
     assert config(loss_dtype="float32").bf16 is False

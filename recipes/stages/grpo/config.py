@@ -218,6 +218,11 @@ class RLVRGRPOConfig(GRPOConfig):
                 from recipes.stages.grpo import sampling_dtype
 
                 self.bf16 = sampling_dtype.bf16_speedup() >= sampling_dtype.MIN_SPEEDUP
+        if self.bf16:
+            import torch
+
+            # transformers takes bf16 on a CPU only when told it is one (use_cpu); where no GPU exists it is
+            self.use_cpu = self.use_cpu or not torch.cuda.is_available()
 
 
 def variance_reward_names(variance_rewards: list[str] | None, reward_names: list[str]) -> list[str] | None:
