@@ -24,8 +24,9 @@ weight push. vLLM against eval.decoding, run from the venv that has vLLM (`make 
         --variant transformers "--use_vllm false --max_staleness 0 --sampling_dtype float32" \
         --variant vllm "--use_vllm true --vllm_mode colocate --max_staleness 0"
 
-The SmolLM2 configs ask for the rollout worker (max_staleness: 1) and bf16 sampling where it is faster; the
-"Cores" table gives each run's staleness and how busy each core was.
+The SmolLM2 configs sample in bf16 where it is faster and take turns (max_staleness: 0); a variant with
+max_staleness: 1 runs the rollout worker, and the "Cores" table gives each run's staleness and how busy each core
+was.
 
 --model defaults to the demo-real cold start (artifacts/demo-real/sft) when it exists, else the base
 model (artifacts/models/smollm2-135m-instruct: scripts/get_model.py gets it).
