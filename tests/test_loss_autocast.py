@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from tests.test_sampler_correction import _trainer
+from tests.test_sampler_correction import _trainer, three_completions
 
 LOSS_RTOL = 3e-2  # the relative difference of the loss, bf16 autocast against fp32 (measured 0.15% with
 # AVX512-BF16 kernels, 1.4% with ATEN_CPU_CAPABILITY=avx2)
@@ -17,16 +17,7 @@ def _fixed_batch(trainer) -> dict:
     """Three completions of one prompt, positive advantages (a loss that is no cancellation near 0, where a relative
     tolerance would mean nothing), and an older policy's log-probs 0.1 nats a token off, so that the ratio and
     through it the loss depend on the log-probs the pass computes."""
-    tokenizer = trainer.processing_class
-    prompt = tokenizer("<|user|>a = 2. What is a?<|assistant|>", add_special_tokens=False)["input_ids"]
-    completions = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("2", "a is 2", "3 or so")]
-    width = max(map(len, completions))
-    completion_ids = torch.tensor([ids + [tokenizer.pad_token_id] * (width - len(ids)) for ids in completions])
-    completion_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in completions])
-    prompt_ids = torch.tensor([prompt] * 3)
-    with torch.no_grad():
-        logits = trainer.model(torch.cat([prompt_ids, completion_ids], 1)).logits[:, len(prompt) - 1 : -1] / 0.9
-        policy = torch.log_softmax(logits.float(), -1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+    _, prompt_ids, completion_ids, completion_mask, policy = three_completions(trainer)
     return {
         "prompt_ids": prompt_ids, "prompt_mask": torch.ones_like(prompt_ids), "completion_ids": completion_ids,
         "completion_mask": completion_mask, "advantages": torch.tensor([1.0, 0.5, 0.25]),

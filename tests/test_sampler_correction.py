@@ -109,11 +109,9 @@ def _trainer(tmp_path, temperature: float = 0.9, reward_funcs=None, rows: int = 
     )  # fmt: skip
 
 
-def test_the_corrected_loss_and_gradient_equal_the_ones_worked_out_by_hand(tmp_path):
-    trainer = _trainer(tmp_path)  # TRL's defaults: sequence_mask, clip_max 3
-    trainer.current_gradient_accumulation_steps = 1
-    model = trainer.model
-    model.train()
+def three_completions(trainer, temperature: float = 0.9):
+    """One prompt's ids and three completions of it, padded, with their log-probs under the trainer's model:
+    (prompt, prompt_ids, completion_ids, completion_mask, log-probs)."""
     tokenizer = trainer.processing_class
     prompt = tokenizer("<|user|>a = 2. What is a?<|assistant|>", add_special_tokens=False)["input_ids"]
     completions = [tokenizer(text, add_special_tokens=False)["input_ids"] for text in ("2", "a is 2", "3 or so")]
@@ -122,8 +120,23 @@ def test_the_corrected_loss_and_gradient_equal_the_ones_worked_out_by_hand(tmp_p
     completion_mask = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids in completions])
     prompt_ids = torch.tensor([prompt] * 3)
     with torch.no_grad():
-        logits = model(torch.cat([prompt_ids, completion_ids], 1)).logits[:, len(prompt) - 1 : -1].float() / 0.9
-        policy = torch.log_softmax(logits, -1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+        logits = trainer.model(torch.cat([prompt_ids, completion_ids], 1)).logits[:, len(prompt) - 1 : -1]
+        logps = torch.log_softmax(logits.float() / temperature, -1)
+    return (
+        prompt,
+        prompt_ids,
+        completion_ids,
+        completion_mask,
+        logps.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1),
+    )
+
+
+def test_the_corrected_loss_and_gradient_equal_the_ones_worked_out_by_hand(tmp_path):
+    trainer = _trainer(tmp_path)  # TRL's defaults: sequence_mask, clip_max 3
+    trainer.current_gradient_accumulation_steps = 1
+    model = trainer.model
+    model.train()
+    prompt, prompt_ids, completion_ids, completion_mask, policy = three_completions(trainer)
     # the sampler's log-probs: each sequence's ratio pi_old / pi_sampler made 2, 4 and 0.5 by its first token
     wanted = torch.tensor([2.0, 4.0, 0.5])
     sampling = policy.clone()
