@@ -89,8 +89,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # The protocol the report's figures were measured with: one DAPO job a core, generation and training taking turns,
-# sampling in fp32 (the configs sample in bf16 where it is faster; demo-real's figures predate that).
-SYNCHRONOUS = ["--max_staleness", "0", "--sampling_dtype", "float32"]
+# sampling and the loss pass in fp32 (the configs use bf16 where it is faster; demo-real's figures predate that).
+SYNCHRONOUS = ["--max_staleness", "0", "--sampling_dtype", "float32", "--loss_dtype", "float32"]
 
 
 def dapo_stages(seeds: list[int] | None) -> dict[str, int]:
