@@ -74,6 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="train DAPO once per seed (--seed k) from the one cold start and report each seed's gain and the "
         "gain pooled over seeds",
     )
+    parser.add_argument(
+        "--precision", choices=("config", "fp32"), default="config",
+        help="config: DAPO samples and trains in bf16 where this CPU is faster at it (the configs' auto); fp32: "
+        "both in fp32, the protocol of the figures docs/demo-real.md gives before f2345ef",
+    )  # fmt: skip
     parser.add_argument("--cores", type=int, default=2, help="cores the stages share (one per process)")
     parser.add_argument("--dapo-steps", type=int, default=None, help="DAPO's max_steps (default: the config's)")
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
@@ -88,9 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-# The protocol the report's figures were measured with: one DAPO job a core, generation and training taking turns,
-# sampling and the loss pass in fp32 (the configs use bf16 where it is faster; demo-real's figures predate that).
-SYNCHRONOUS = ["--max_staleness", "0", "--sampling_dtype", "float32", "--loss_dtype", "float32"]
+# --precision fp32: the protocol docs/demo-real.md's figures before f2345ef were measured with, sampling and the
+# loss pass in fp32 (the configs now use bf16 for both where this CPU multiplies bf16 faster).
+FP32 = ["--sampling_dtype", "float32", "--loss_dtype", "float32"]
 
 
 def dapo_stages(seeds: list[int] | None) -> dict[str, int]:
@@ -219,11 +224,12 @@ def run(args: argparse.Namespace) -> dict:
         return Job(stage, processes, [source] if source != "base" else [], launch)
 
     steps = ["--max_steps", str(args.dapo_steps)] if args.dapo_steps else []
+    precision = FP32 if args.precision == "fp32" else []
     # In this order, each as soon as it can: the base model's evaluation fills the core the cold start leaves
     # free, the DAPO runs come before the evaluations that can wait for a free core.
     jobs = [
         training_job("sft", "sft.py", CONFIGS / "sft.yaml", "base", []),
-        *(training_job(stage, "grpo.py", dapo_config, "sft", ["--seed", str(seed), *steps, *SYNCHRONOUS], args.processes)
+        *(training_job(stage, "grpo.py", dapo_config, "sft", ["--seed", str(seed), *steps, *precision], args.processes)
           for stage, seed in seeds.items()),
         evaluation_job("base", []),
         evaluation_job("sft", ["sft"]),

@@ -112,3 +112,20 @@ def test_the_pooled_gain_command_reads_evaluation_folders(tmp_path, capsys):
     assert "paired +0.333" in out and "paired -0.167" in out and "pooled over 2 runs: +0.083" in out
     with pytest.raises(SystemExit, match="pass@4"):
         pooled_gain.main([str(base), str(one), "--metric", "pass@4"])
+
+
+@pytest.mark.parametrize("precision", ["config", "fp32"])
+def test_dapo_runs_in_the_configs_precision_unless_told_fp32(tmp_path, monkeypatch, precision):
+    """--precision fp32 reproduces the earlier figures' protocol (sampling and the loss pass in fp32); by default
+    DAPO takes the config's own (bf16 where this CPU is faster)."""
+    extras = []
+    monkeypatch.setattr(
+        demo_real, "recipe", lambda script, config, model, output, extra, *rest, **kw: extras.append(extra)
+    )
+    monkeypatch.setattr(demo_real, "run_jobs", lambda jobs, cores, done: [job.start() for job in jobs] and {})
+    monkeypatch.setattr(demo_real, "evaluation", lambda *args: None)
+    args = demo_real.parse_args(["--output-dir", str(tmp_path), "--model", str(tmp_path), "--precision", precision])
+    demo_real.run(args)
+    dapo = [extra for extra in extras if "--seed" in extra]
+    assert dapo and all(("--loss_dtype" in extra) == (precision == "fp32") for extra in dapo)
+    assert all(("--sampling_dtype" in extra) == (precision == "fp32") for extra in dapo)
