@@ -1,6 +1,7 @@
 """Benchmark: the GRPO loss pass (forward and backward over prompt + completion) in fp32 against bf16 autocast
 (`bf16: true`, which accelerate runs as torch.autocast on a CPU; the weights and the optimizer stay fp32), side
-by side on one batch: seconds each, their ratio, the machine's fp32 and bf16 matmul peaks, and what bf16 changes
+by side on one batch: seconds each, their ratio, the machine's fp32 matmul peak and its bf16 speed-up at
+decoding shapes (what `loss_dtype: auto` reads), and what bf16 changes
 (the loss's relative difference, the cosine between the two gradients).
 
     python scripts/bench/loss_autocast.py [--model artifacts/models/smollm2-135m-instruct] [--lora]
@@ -43,17 +44,6 @@ def one_pass(model, ids: torch.Tensor, prompt: int, bf16: bool) -> tuple[float, 
     return seconds, loss.item(), torch.cat(grads)
 
 
-def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 5) -> float:
-    """GFLOP/s of a square matmul in `dtype`, the best of `repeats`."""
-    a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - started)
-    return 2 * size**3 / best / 1e9
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=None, help="a local model folder (default: the tiny shipped model)")
@@ -83,7 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     fp32, bf16 = (min(runs[key], key=lambda run: run[0]) for key in (False, True))
     cosine = torch.nn.functional.cosine_similarity(fp32[2].double(), bf16[2].double(), dim=0).item()
     print(f"threads {torch.get_num_threads()}, batch {args.rows} x ({args.prompt} + {args.completion}) tokens")
-    print(f"matmul peak: fp32 {matmul_peak(torch.float32):.1f} GFLOP/s, bf16 {matmul_peak(torch.bfloat16):.1f} GFLOP/s")
+    from recipes.stages.grpo.sampling_dtype import bf16_speedup
+    from recipes.stages.grpo.step_timing import matmul_peak_flops
+
+    peak = matmul_peak_flops("cpu") / 1e9  # both measured once per machine and cached, as the recipes read them
+    print(f"fp32 matmul peak {peak:.1f} GFLOP/s; bf16 / fp32 at decoding shapes {bf16_speedup():.2f}x")
     print("| loss pass | s (best) | ratio to fp32 | loss |")
     print("|---|---:|---:|---:|")
     print(f"| fp32 | {fp32[0]:.2f} | 1.00x | {fp32[1]:.5f} |")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from trl import GRPOConfig
 
 from recipes.stages.grpo.dynamic_sampling import MODES
@@ -212,15 +213,11 @@ class RLVRGRPOConfig(GRPOConfig):
         if self.loss_dtype != "auto":
             self.bf16 = self.loss_dtype == "bfloat16"  # TRL would read an unset bf16 as true
         elif self.bf16 is None:
-            import torch
-
             if self.use_cpu or not torch.cuda.is_available():  # on a GPU, TRL's default: bf16
                 from recipes.stages.grpo import sampling_dtype
 
                 self.bf16 = sampling_dtype.bf16_speedup() >= sampling_dtype.MIN_SPEEDUP
         if self.bf16:
-            import torch
-
             # transformers takes bf16 on a CPU only when told it is one (use_cpu); where no GPU exists it is
             self.use_cpu = self.use_cpu or not torch.cuda.is_available()
 

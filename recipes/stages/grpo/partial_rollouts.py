@@ -54,6 +54,7 @@ class RowPlan:
     prefix: list[int] = field(default_factory=list)
     prefix_logprobs: list[float] = field(default_factory=list)
     done: bool = False  # finished in an earlier step: not sampled again
+    started: int = 0  # the step of the row's first tokens
     completion: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     finished: bool = True
@@ -88,7 +89,6 @@ class PartialRolloutMixin:
         self._set_aside: list[tuple] = []  # this step's: (Group, Carried)
         self._plans: list[RowPlan] | None = None  # the rows of the training round being generated
         self._round_plans: list[RowPlan] | None = None  # the same, once generated
-        self._continued_started: list[int] = []  # the first step of each carried group in the round
         if not self.partial_rollout_tokens:
             return
         problems = []
@@ -111,14 +111,14 @@ class PartialRolloutMixin:
         """The round's input rows: on a step's first round, the carried groups' rows first; and each row's plan."""
         if not self.partial_rollout_tokens:
             return batch_inputs
-        plans = [RowPlan() for _ in batch_inputs]
+        plans = [RowPlan(started=self.state.global_step) for _ in batch_inputs]
         if first_round and self._carried:
             carried, self._carried = self._carried, []
             rows, carried_plans = [], []
             for group in carried:
                 rows += group.rows
                 carried_plans += [
-                    RowPlan(list(ids), list(logprobs), done)
+                    RowPlan(list(ids), list(logprobs), done, group.started)
                     for ids, logprobs, done in zip(group.completions, group.logprobs, group.finished, strict=True)
                 ]
             metrics = self._metrics["train"]
@@ -126,10 +126,7 @@ class PartialRolloutMixin:
             metrics["partial_rollouts/oldest_segment"].append(
                 float(self.state.global_step - min(group.started for group in carried))
             )
-            self._continued_started = [group.started for group in carried]
             batch_inputs, plans = rows + batch_inputs, carried_plans + plans
-        else:
-            self._continued_started = []
         self._plans = plans
         return batch_inputs
 
@@ -170,7 +167,6 @@ class PartialRolloutMixin:
             return groups
         self._round_plans = None
         g = self.num_generations
-        started = self._continued_started + [self.state.global_step] * len(groups)
         finished = []
         for index, group in enumerate(groups):
             members = plans[index * g : (index + 1) * g]
@@ -182,10 +178,9 @@ class PartialRolloutMixin:
                 completions=[plan.completion for plan in members],
                 logprobs=[plan.logprobs for plan in members],
                 finished=[plan.finished for plan in members],
-                started=started[index],
+                started=members[0].started,
             )
             self._set_aside.append((group, carried))
-        self._continued_started = []
         return finished
 
     def _reclaim_unfinished(self, count: int) -> list:
