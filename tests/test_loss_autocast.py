@@ -91,3 +91,25 @@ def test_loss_dtype_sets_what_accelerate_runs_the_loss_pass_in(tmp_path, monkeyp
         config(loss_dtype="float32", bf16=True)
     with pytest.raises(ValueError, match="loss_dtype must be one of"):
         config(loss_dtype="half")
+
+
+def test_the_recipes_parser_leaves_the_precision_to_loss_dtype(tmp_path, monkeypatch):
+    """On a machine without a GPU the recipes' parser sets bf16 false when the config does not choose; a config
+    with loss_dtype has chosen, and its `auto` decides (it was pre-empted, and ran fp32, before)."""
+    from recipes import grpo
+    from recipes.common import config_defaults
+    from recipes.common.config import parse_recipe_args
+    from recipes.stages.grpo import sampling_dtype
+
+    monkeypatch.setattr(config_defaults, "_accelerator_available", lambda: False)
+
+    def bf16(speedup: float, *argv: str) -> bool:
+        monkeypatch.setattr(sampling_dtype, "bf16_speedup", lambda: speedup)
+        parsed = parse_recipe_args(
+            grpo.make_parser().dataclass_types, "smollm2-135m/dapo_lora.yaml", ["--output_dir", str(tmp_path), *argv]
+        )
+        return parsed[1].bf16
+
+    assert bf16(2.4) is True and bf16(0.6) is False  # the config's loss_dtype: auto
+    assert bf16(2.4, "--loss_dtype", "float32") is False
+    assert bf16(2.4, "--bf16", "false") is False  # an explicit bf16 wins

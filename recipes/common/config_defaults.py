@@ -37,10 +37,13 @@ def device_defaults(config: dict, argv: list[str], dataclass_types: tuple) -> No
     """On a machine without a GPU, what TRL's GPU defaults would force on a config of the user's own: bf16 (which
     transformers then refuses on a CPU, advising use_cpu, after which the run trains in bf16 all the same) and
     activation recomputation (slower, for memory a CPU run seldom lacks). Set to false when neither the YAML
-    nor a flag sets them, and said in one line; a value the user gives always wins."""
+    nor a flag sets them (bf16 also when `loss_dtype` is set, which decides it), and said in one line; a value the
+    user gives always wins."""
     if "bf16" not in _field_names(dataclass_types) or _accelerator_available():
         return
-    names = ["bf16"]
+    # loss_dtype (the GRPO config's) chooses the precision itself, bf16 included; forcing bf16 false here would
+    # pre-empt its `auto`
+    names = [] if _given("loss_dtype", config, argv) else ["bf16"]
     if not any(_given(name, config, argv) for name in ("gradient_checkpointing", "activation_checkpointing")):
         names.append("gradient_checkpointing")
     chosen = [name for name in names if not _given(name, config, argv)]
