@@ -18,12 +18,8 @@ import argparse
 import sys
 import time
 from contextlib import nullcontext
-from pathlib import Path
 
 import torch
-
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
 
 
 def completion_logp(model, ids: torch.Tensor, prompt: int) -> torch.Tensor:
