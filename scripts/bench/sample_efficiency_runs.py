@@ -19,7 +19,7 @@ MAX_NEW_TOKENS = 96  # the demo configs' max_completion_length
 DS_MODE = "dynamic_sampling_mode"  # recipes/grpo.py's option for the dapo_ds_* variants
 
 
-def _rewards(config: dict, replace_accuracy: dict | None = None, drop: str | None = None) -> list[str]:
+def rewards_flags(config: dict, replace_accuracy: dict | None = None, drop: str | None = None) -> list[str]:
     """--rewards for the config's reward list with math_accuracy replaced, or one reward left out."""
     rewards = [dict(reward) for reward in config["rewards"] if reward["name"] != drop]
     if replace_accuracy is not None:
@@ -50,7 +50,7 @@ VARIANTS = {
         "DAPO without clip-higher", DAPO, "dapo", lambda c, s: ["--epsilon_high", str(c["epsilon"])]
     ),
     "dapo_no_overlong": Variant(
-        "DAPO without the overlong reward", DAPO, "dapo", lambda c, s: _rewards(c, drop="overlong")
+        "DAPO without the overlong reward", DAPO, "dapo", lambda c, s: rewards_flags(c, drop="overlong")
     ),
     "dapo_filter_sum": Variant(
         "DAPO, dynamic sampling on the summed reward", DAPO, "dapo", lambda c, s: ["--variance_rewards", "sum"]
@@ -59,13 +59,13 @@ VARIANTS = {
         "DAPO with a random 0/1 reward (control)",
         DAPO,
         "dapo",
-        lambda c, s: _rewards(c, replace_accuracy={"name": "random", "weight": 1.0, "p": 0.5, "seed": s}),
+        lambda c, s: rewards_flags(c, replace_accuracy={"name": "random", "weight": 1.0, "p": 0.5, "seed": s}),
     ),
     "format_only": Variant(
         "DAPO with a format-only reward (control)",
         DAPO,
         "dapo",
-        lambda c, s: _rewards(c, replace_accuracy={"name": "format_only", "weight": 1.0}),
+        lambda c, s: rewards_flags(c, replace_accuracy={"name": "format_only", "weight": 1.0}),
     ),
     **{
         f"dapo_ds_{mode}": Variant(

@@ -1,0 +1,247 @@
+"""Benchmark: what RL buys on the real model. DAPO against its cheaper alternatives and two controls, from the one
+SmolLM2 cold start, at DAPO's sample budget, over seeds.
+
+    python scripts/bench/real_model_arms.py                       # the arms x seeds 0 1 2, two jobs at a time
+    python scripts/bench/real_model_arms.py --arms rft sft_more --seeds 0 1 2 --dry-run
+    python scripts/bench/real_model_arms.py --fast --model DIR    # plumbing only (the test suite runs it on a stand-in)
+
+The cold start and the DAPO runs are `scripts/demo_real.py --seeds ...`'s (run first when missing, reused when
+there; --demo-dir). Each other arm trains from that cold start once per seed with the repo's own recipe and
+configs (recipes/configs/smollm2-135m/), and is evaluated with the demo's protocol (eval.yaml) on the same
+held-out problems:
+
+    rft             rejection-sampling SFT (RFT / ReST-EM, recipes/rejection_sampling.py, one round): the cold start
+                    samples as many completions as that seed's DAPO run sampled (n per problem on DAPO's training
+                    problems), keeps the verified ones, and is fine-tuned on them
+    sft_more        SFT continued on the task's worked solutions (recipes/sft.py, sft.yaml) for as many trained
+                    tokens as that seed's DAPO run put through its loss
+    random_reward   DAPO with math_accuracy replaced by a seeded coin flip (the `random` reward, p = 0.5)
+    format_only     DAPO with math_accuracy replaced by `format_only` (1 for a readable boxed answer, right or wrong)
+
+The controls keep DAPO's steps, and dynamic sampling filters on their summed reward (there is no accuracy reward
+to filter on; filtering on it would leak the verifier). Every arm runs in the precision its DAPO run resolved
+(run_card.json: sampling_dtype, bf16), so that the arms differ only by what they are named for.
+
+Written as results come in (a rerun skips what is done; a GRPO run cut off resumes from its last checkpoint):
+    <output-dir>/<arm>/seed<k>/          the training run, <output-dir>/logs/<arm>_s<k>.log
+    <output-dir>/eval/<arm>_s<k>/        eval.evaluate's run
+    <output-dir>/report.md, results.json each arm's paired gain over the cold start per seed and pooled over seeds,
+                                         and DAPO minus each arm, pooled (scripts/bench/real_model_arms_report.py)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+
+import demo_real  # noqa: E402
+from demo_real import CONFIGS, Job, evaluation, finished, recipe, run_jobs  # noqa: E402
+
+from scripts.bench.real_model_arms_report import write_report  # noqa: E402
+from scripts.bench.sample_efficiency_runs import rewards_flags  # noqa: E402
+
+logger = logging.getLogger("bench.real_model_arms")
+
+# In the order they run: RFT, the cheaper route to the same samples, and the random-reward control answer the first
+# question; continued SFT (13 s a step of 8 in fp32 on one core, 40 min a seed) comes last.
+ARMS = {
+    "rft": "Rejection-sampling SFT (RFT), same sampled completions",
+    "random_reward": "DAPO with a random 0/1 reward (control)",
+    "format_only": "DAPO with a format-only reward (control)",
+    "sft_more": "SFT continued on worked solutions, same trained tokens",
+}
+# What each arm costs per seed on the 2-core machine (one process, one thread, beside another job), for --dry-run:
+# a DAPO run of 40 steps took 19-20 min (docs/demo-real.md); an evaluation 4 min; SFT 13-15 s a step of 8 rows.
+MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "eval": 4}
+FAST = {
+    "rft": ["--sampling", json.dumps({"n": 2, "max_new_tokens": 8, "batch_size": 8})],
+    "sft": [],
+    "grpo": demo_real.FAST["dapo"],
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--demo-dir", type=Path, default=REPO / "artifacts" / "demo-real",
+                        help="scripts/demo_real.py's output: the cold start (sft), the DAPO runs and their evaluations")  # fmt: skip
+    parser.add_argument("--output-dir", type=Path, default=REPO / "artifacts" / "bench" / "real_model_arms")
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--cores", type=int, default=2, help="jobs run side by side, one core each")
+    parser.add_argument("--model", type=Path, help="start from this model folder instead of SmolLM2 (demo_real's)")
+    parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
+    parser.add_argument("--dry-run", action="store_true", help="print the jobs and the time they should take")
+    args = parser.parse_args(argv)
+    if len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds lists a seed twice: {args.seeds}")
+    return args
+
+
+def demo_argv(args: argparse.Namespace) -> list[str]:
+    argv = ["--output-dir", str(args.demo_dir), "--seeds", *map(str, args.seeds), "--cores", str(args.cores)]
+    return argv + (["--fast"] if args.fast else []) + (["--model", str(args.model)] if args.model else [])
+
+
+def dapo_budget(run_dir: Path) -> dict:
+    """What a DAPO run spent and how it ran: completions sampled (dynamic sampling's extra rounds included), tokens
+    through the loss, steps, its training data, and the precision it resolved (flags for the other arms)."""
+    card = json.loads((run_dir / "run_card.json").read_text())
+    training, data = card["config"]["training"], card["config"]["script"]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = {record["step"]: record for record in records if "loss" in record}  # a resumed step: the later log
+    plain = training["per_device_train_batch_size"] * card.get("processes", 1) / training["num_iterations"]
+    per_group = training["num_generations"]
+    sampled = sum(
+        plain if "dynamic_sampling/groups_generated" not in r else r["dynamic_sampling/groups_generated"] * per_group
+        for r in steps.values()
+    )
+    return {
+        "completions": round(sampled),
+        "tokens_trained": round(sum(r.get("tokens/trained", 0) for r in steps.values())),
+        "steps": card["final_step"],
+        "dataset_name": data["dataset_name"],
+        "dataset_seed": data["dataset_seed"],
+        "precision": [
+            "--sampling_dtype",
+            card["sampling_dtype"],
+            "--loss_dtype",
+            "bfloat16" if training.get("bf16") else "float32",
+        ],  # fmt: skip
+    }
+
+
+def rows_per_unit(budget: dict) -> int:
+    """Rows that dataset_num_rows 1 gives (the levels of a synthetic task: its count is per level)."""
+    from tasks.data_arguments import DataArguments
+    from tasks.schema import load_rows
+
+    return len(load_rows(DataArguments(dataset_name=budget["dataset_name"], dataset_num_rows=1,
+                                       dataset_seed=budget["dataset_seed"])))  # fmt: skip
+
+
+def solution_tokens(budget: dict, tokenizer_dir: Path, rows: int) -> float:
+    """Mean tokens of a worked solution and its end-of-turn token (what SFT's completion-only loss trains on)."""
+    from transformers import AutoTokenizer
+
+    from tasks.data_arguments import DataArguments
+    from tasks.schema import load_rows
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    data = DataArguments(
+        dataset_name=budget["dataset_name"], dataset_num_rows=rows, dataset_seed=budget["dataset_seed"]
+    )
+    solutions = load_rows(data)["solution"]
+    return sum(len(tokenizer(text, add_special_tokens=False).input_ids) + 1 for text in solutions) / len(solutions)
+
+
+def arm_argv(arm: str, seed: int, budget: dict, cold_start: Path, fast: bool) -> tuple[str, Path, list[str]]:
+    """(recipe script, config, flags) of one arm for one seed."""
+    data = [
+        "--dataset_name",
+        budget["dataset_name"],
+        "--dataset_seed",
+        str(budget["dataset_seed"]),
+        "--seed",
+        str(seed),
+    ]
+    unit = rows_per_unit(budget)
+    if arm == "rft":
+        config = CONFIGS / "rejection_sampling.yaml"
+        import yaml
+
+        n = 2 if fast else yaml.safe_load(config.read_text())["sampling"]["n"]
+        per_unit = math.ceil(budget["completions"] / n / unit)
+        flags = ["--num_rounds", "1", "--eval_samples_per_problem", "0", "--dataset_num_rows", str(per_unit)]
+        return "rejection_sampling.py", config, [*data, *flags, *(FAST["rft"] if fast else [])]
+    if arm == "sft_more":
+        config = CONFIGS / "sft.yaml"
+        import yaml
+
+        batch = yaml.safe_load(config.read_text())["per_device_train_batch_size"]
+        rows = max(1, math.ceil(budget["tokens_trained"] / solution_tokens(budget, cold_start, 64)))
+        per_unit, steps = math.ceil(rows / unit), max(1, math.ceil(rows / batch))
+        flags = ["--dataset_num_rows", str(per_unit), "--max_steps", str(steps)]
+        return "sft.py", config, [*data, *flags, *(FAST["sft"] if fast else [])]
+    config = CONFIGS / "dapo_lora.yaml"
+    import yaml
+
+    dapo = yaml.safe_load(config.read_text())
+    reward = {"name": "random", "weight": 1.0, "p": 0.5, "seed": seed} if arm == "random_reward" else {
+        "name": "format_only", "weight": 1.0}  # fmt: skip
+    flags = [*rewards_flags(dapo, replace_accuracy=reward), "--variance_rewards", "sum", "--max_steps",
+             str(budget["steps"]), *budget["precision"]]  # fmt: skip
+    return "grpo.py", config, [*data, *flags, *(FAST["grpo"] if fast else [])]
+
+
+def final_model(arm: str, run_dir: Path) -> Path:
+    if arm == "rft":  # the rounds' summary names the model the last round trained
+        return Path(json.loads((run_dir / "summary.json").read_text())["final_model"])
+    return run_dir
+
+
+def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Path) -> list[Job]:
+    """Each (arm, seed): its training, then its evaluation, arm by arm in ARMS's order, so that whole rows of the table
+    come early. A finished training or evaluation is not redone."""
+    out, jobs = args.output_dir, []
+    for arm in sorted(args.arms, key=list(ARMS).index):
+        for seed in args.seeds:
+            name, run_dir = f"{arm}_s{seed}", out / arm / f"seed{seed}"
+            log = out / "logs" / f"{name}.log"
+            if not finished(run_dir, "run_card.json", False):
+                script, config, flags = arm_argv(arm, seed, budgets[seed], cold_start, args.fast)
+                if script == "grpo.py" and any(run_dir.glob("checkpoint-*")):
+                    flags += ["--resume_from_checkpoint", "true"]
+
+                def start(script=script, config=config, flags=flags, run_dir=run_dir, log=log):
+                    return recipe(script, config, cold_start, run_dir, flags, log), log
+
+                jobs.append(Job(name, 1, [], start))
+            folder = out / "eval" / name
+            if not finished(folder, "done", False):
+                after = [] if finished(run_dir, "run_card.json", False) else [name]
+                eval_log = out / "logs" / f"eval_{name}.log"
+
+                def evaluate(arm=arm, run_dir=run_dir, folder=folder, eval_log=eval_log):
+                    return evaluation(final_model(arm, run_dir), folder, args.fast, eval_log), eval_log
+
+                jobs.append(Job(f"eval_{name}", 1, after, evaluate, lambda folder=folder: (folder / "done").touch()))
+    return jobs
+
+
+def main(argv: list[str] | None = None) -> dict:
+    logging.basicConfig(
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S", level=logging.INFO
+    )
+    args = parse_args(argv)
+    stages = demo_real.dapo_stages(args.seeds)  # stage -> seed
+    if args.dry_run:
+        runs = len(args.arms) * len(args.seeds)
+        minutes = sum(MINUTES[arm] + MINUTES["eval"] for arm in args.arms) * len(args.seeds) / args.cores
+        print(f"{runs} runs and their evaluations, about {minutes:.0f} min on {args.cores} cores past demo-real's "
+              f"cold start and DAPO runs ({args.demo_dir})")  # fmt: skip
+        return {}
+    demo_real.main(demo_argv(args))  # the cold start, DAPO per seed and their evaluations; skips what is done
+    cold_start = args.demo_dir / "sft"
+    budgets = {seed: dapo_budget(args.demo_dir / stage) for stage, seed in stages.items()}
+    (args.output_dir / "logs").mkdir(parents=True, exist_ok=True)
+    jobs = arm_jobs(args, budgets, cold_start)
+    timings = run_jobs(jobs, args.cores, set())
+    saved = args.output_dir / "timings.json"  # minutes per job, kept across reruns that skip finished ones
+    saved.write_text(json.dumps({**(json.loads(saved.read_text()) if saved.is_file() else {}), **timings}, indent=1))
+    evaluations = {"sft": args.demo_dir / "eval" / "sft"}
+    evaluations |= {f"dapo_s{seed}": args.demo_dir / "eval" / stage for stage, seed in stages.items()}
+    evaluations |= {
+        f"{arm}_s{seed}": args.output_dir / "eval" / f"{arm}_s{seed}" for arm in args.arms for seed in args.seeds
+    }
+    return write_report(args, ARMS, budgets, evaluations)
+
+
+if __name__ == "__main__":
+    main()

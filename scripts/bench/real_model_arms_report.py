@@ -1,0 +1,105 @@
+"""The report of scripts/bench/real_model_arms.py: each arm's held-out pass@1 gain over the cold start per seed and
+pooled over seeds, and DAPO minus each arm pooled over seeds, all paired on the held-out problems.
+
+Pooling (scripts/demo_real_report.pooled_gain): per problem, the mean over seeds of (run - cold start), then the
+mean over problems with a bootstrap interval over problems. Between two arms, the same with the per-problem means
+over each arm's seeds: the seeds of two arms are not paired (seed k of DAPO and seed k of RFT share nothing but
+the number), the problems are.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from demo_real_report import pooled_gain  # scripts/, on sys.path through real_model_arms
+from pooled_gain import per_problem
+
+from eval.metrics import mean_std, paired_difference
+
+
+def _interval(mean: float, low: float, high: float) -> str:
+    return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _reading(low: float, high: float, better: str, worse: str) -> str:
+    return better if low > 0 else worse if high < 0 else "no difference beyond noise"
+
+
+def arm_results(cold: dict[str, float], runs: dict[int, dict[str, float]]) -> dict:
+    """Per seed: pass@1 and the paired gain over the cold start; over seeds: their mean ± std and the pooled gain."""
+    seeds = {}
+    for seed, values in sorted(runs.items()):
+        gain, (low, high), problems = paired_difference(cold, values)
+        seeds[seed] = {"pass@1": sum(values.values()) / len(values), "gain": gain, "ci95": [low, high],
+                       "problems": problems}  # fmt: skip
+    mean, std = mean_std([seed["gain"] for seed in seeds.values()])
+    gain, (low, high), problems = pooled_gain(cold, list(runs.values()))
+    return {"seeds": seeds, "gain_mean": mean, "gain_std": std,
+            "pooled_gain": {"mean": gain, "ci95": [low, high], "problems": problems}}  # fmt: skip
+
+
+def seed_means(runs: dict[int, dict[str, float]]) -> dict[str, float]:
+    shared = set.intersection(*(set(values) for values in runs.values()))
+    return {key: sum(values[key] for values in runs.values()) / len(runs) for key in shared}
+
+
+def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluations: dict[str, Path]) -> dict:
+    """report.md and results.json in args.output_dir from the finished evaluations (an arm with a seed still
+    missing is reported on the seeds it has, and says so)."""
+    found = {name: folder for name, folder in evaluations.items() if (folder / "done").exists() or name == "sft"}
+    found = {name: folder for name, folder in found.items() if any(folder.glob("*/per_problem.jsonl"))}
+    values = {name: per_problem(folder, None, "pass@1")[1] for name, folder in found.items()}
+    cold = values["sft"]
+    labels = {"dapo": "DAPO (demo-real)", **arms}
+    results = {"cold_start": sum(cold.values()) / len(cold), "seeds": list(args.seeds), "budgets": budgets, "arms": {}}
+    dapo_runs = {seed: values[f"dapo_s{seed}"] for seed in args.seeds if f"dapo_s{seed}" in values}
+    for arm in ["dapo", *args.arms]:
+        runs = {seed: values[f"{arm}_s{seed}"] for seed in args.seeds if f"{arm}_s{seed}" in values}
+        if not runs:
+            continue
+        entry = arm_results(cold, runs)
+        if arm != "dapo" and dapo_runs:
+            difference, (low, high), problems = paired_difference(seed_means(runs), seed_means(dapo_runs))
+            per_seed = {seed: paired_difference(runs[seed], dapo_runs[seed])[0] for seed in runs if seed in dapo_runs}
+            entry["dapo_minus_arm"] = {"mean": difference, "ci95": [low, high], "problems": problems,
+                                       "per_seed": per_seed}  # fmt: skip
+        results["arms"][arm] = entry
+
+    lines = [
+        "# What RL buys on SmolLM2-135M: DAPO against its alternatives from one cold start",
+        "",
+        f"Cold start held-out pass@1: {results['cold_start']:.3f} ({len(cold)} problems, the demo's protocol). "
+        "Gains are paired on the held-out problems; pooled = per problem the mean over seeds, bootstrapped over "
+        "problems.",
+        "",
+        "| arm | seeds | per seed: pass@1, gain [95% CI] | gain, mean ± std | pooled gain [95% CI] |",
+        "|---|---:|---|---|---|",
+    ]
+    for arm, entry in results["arms"].items():
+        per_seed = "; ".join(f"{seed}: {s['pass@1']:.3f}, {_interval(s['gain'], *s['ci95'])}"
+                             for seed, s in entry["seeds"].items())  # fmt: skip
+        pooled = entry["pooled_gain"]
+        lines.append(f"| {labels[arm]} | {len(entry['seeds'])} | {per_seed} | {entry['gain_mean']:+.3f} ± "
+                     f"{entry['gain_std']:.3f} | {_interval(pooled['mean'], *pooled['ci95'])} |")  # fmt: skip
+    lines += ["", "DAPO minus each arm, pooled over seeds and paired on problems:", "",
+              "| arm | per seed | pooled [95% CI] | reading |", "|---|---|---|---|"]  # fmt: skip
+    for arm, entry in results["arms"].items():
+        if "dapo_minus_arm" in entry:
+            d = entry["dapo_minus_arm"]
+            per_seed = ", ".join(f"{value:+.3f}" for value in d["per_seed"].values())
+            reading = _reading(*d["ci95"], "DAPO ahead", f"{labels[arm]} ahead")
+            lines.append(f"| {labels[arm]} | {per_seed} | {_interval(d['mean'], *d['ci95'])} | {reading} |")
+    lines += ["", "Budgets, per seed (from each DAPO run: the other arms are sized on them):", ""]
+    for seed, budget in sorted(budgets.items()):
+        lines.append(f"- seed {seed}: {budget['completions']} completions sampled, {budget['tokens_trained']} tokens "
+                     f"trained, {budget['steps']} steps, {' '.join(budget['precision'])}")  # fmt: skip
+    missing = [name for name in evaluations if name not in found]
+    if missing:
+        lines += ["", f"Not evaluated yet: {', '.join(missing)}."]
+    text = "\n".join(lines) + "\n"
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "report.md").write_text(text)
+    (args.output_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    print(text)
+    return results

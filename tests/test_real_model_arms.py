@@ -1,0 +1,81 @@
+"""scripts/bench/real_model_arms.py on the stand-in (SmolLM2's real tokenizer and template, random weights), --fast:
+every arm trains from demo-real's cold start with the repo's recipes at DAPO's budget, is evaluated with the demo's
+protocol, and the report pairs each arm with the cold start and with DAPO. The gains themselves are checked
+against a brute-force computation from the per-problem files."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+
+from scripts.bench import real_model_arms  # noqa: E402
+from scripts.bench.real_model_arms_report import arm_results, seed_means  # noqa: E402
+
+
+def test_arm_results_by_hand():
+    cold = {"a": 0.0, "b": 0.5, "c": 1.0}
+    runs = {0: {"a": 0.5, "b": 0.5, "c": 1.0}, 1: {"a": 0.25, "b": 1.0, "c": 0.75}}
+    result = arm_results(cold, runs)
+    assert result["seeds"][0]["gain"] == pytest.approx(0.5 / 3)
+    assert result["seeds"][1]["gain"] == pytest.approx((0.25 + 0.5 - 0.25) / 3)
+    assert result["gain_mean"] == pytest.approx((0.5 / 3 + 0.5 / 3) / 2)
+    assert result["gain_std"] == pytest.approx(0.0)
+    # pooled: per problem the mean over seeds of (run - cold): a 0.375, b 0.25, c -0.125
+    assert result["pooled_gain"]["mean"] == pytest.approx((0.375 + 0.25 - 0.125) / 3)
+    low, high = result["pooled_gain"]["ci95"]
+    assert -0.125 <= low <= result["pooled_gain"]["mean"] <= high <= 0.375
+    assert seed_means(runs) == {"a": 0.375, "b": 0.75, "c": 0.875}
+
+
+def test_a_control_arm_replaces_the_accuracy_reward_and_does_not_filter_on_it(tmp_path):
+    budget = {"completions": 2560, "tokens_trained": 49000, "steps": 40, "dataset_name": "arithmetic:1-3",
+              "dataset_seed": 1, "precision": ["--sampling_dtype", "bfloat16", "--loss_dtype", "float32"]}  # fmt: skip
+    script, _, flags = real_model_arms.arm_argv("random_reward", 2, budget, tmp_path, fast=False)
+    assert script == "grpo.py"
+    rewards = json.loads(flags[flags.index("--rewards") + 1])
+    assert [reward["name"] for reward in rewards] == ["random", "overlong"] and rewards[0]["seed"] == 2
+    assert flags[flags.index("--variance_rewards") + 1] == "sum"  # filtering on accuracy would leak the verifier
+    assert flags[flags.index("--max_steps") + 1] == "40" and "bfloat16" in flags and flags[-1] == "float32"
+    # RFT samples DAPO's completions: 2560 / 4 per problem / 3 levels = 214 problems per level (rounded up)
+    script, _, flags = real_model_arms.arm_argv("rft", 0, budget, tmp_path, fast=False)
+    assert script == "rejection_sampling.py" and flags[flags.index("--dataset_num_rows") + 1] == "214"
+    assert flags[flags.index("--dataset_seed") + 1] == "1"  # DAPO's training problems
+
+
+def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
+    demo, out = tmp_path / "demo-real", tmp_path / "arms"
+    argv = ["--fast", "--model", str(smol_standin_dir), "--demo-dir", str(demo), "--output-dir", str(out),
+            "--seeds", "0", "1"]  # fmt: skip
+    results = real_model_arms.main(argv)
+    assert set(results["arms"]) == {"dapo", *real_model_arms.ARMS}
+    for arm in real_model_arms.ARMS:
+        assert (out / arm / "seed1" / "run_card.json").is_file()
+        assert (out / "eval" / f"{arm}_s1" / "done").is_file()
+    card = json.loads((out / "random_reward" / "seed1" / "run_card.json").read_text())
+    assert card["config"]["training"]["seed"] == 1
+    assert card["config"]["script"]["rewards"][0]["name"] == "random"
+    assert card["base_model"] == str(demo / "sft")  # every arm starts from demo-real's cold start
+
+    # brute force: the pooled gain of RFT from the per-problem files
+    def values(folder):
+        rows = [json.loads(line) for line in next(folder.glob("*/per_problem.jsonl")).open()]
+        return {row["id"]: row["pass@1"] for row in rows}
+
+    cold = values(demo / "eval" / "sft")
+    rft = [values(out / "eval" / f"rft_s{seed}") for seed in (0, 1)]
+    pooled = sum((rft[0][key] + rft[1][key]) / 2 - cold[key] for key in cold) / len(cold)
+    assert results["arms"]["rft"]["pooled_gain"]["mean"] == pytest.approx(pooled)
+    report = (out / "report.md").read_text()
+    assert "DAPO minus each arm" in report and real_model_arms.ARMS["format_only"] in report
+
+    # a rerun redoes nothing and reports the same
+    minutes = json.loads((out / "timings.json").read_text())
+    again = real_model_arms.main(argv)["arms"]
+    assert json.loads(json.dumps(again)) == json.loads(json.dumps(results["arms"]))
+    assert json.loads((out / "timings.json").read_text()) == minutes
