@@ -7,8 +7,8 @@ Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.mon
 whatever `report_to` and `save_strategy` say), and that file is read first. A run folder without it (a run
 made by another tool or an older version) is read from the `log_history` of its trainer_state.json, in the
 folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged
-(held-out pass@1 with its interval as a band, reward, within-group reward std, entropy, completion length,
-loss, token accuracy, KL); a --metrics name that no run logged is an error that lists the names the runs have
+(held-out pass@1 with its interval as a band, reward, within-group reward std and the share of groups without
+any, entropy, KL to the starting model, the clip ratios, completion length, loss, token accuracy); a --metrics name that no run logged is an error that lists the names the runs have
 and suggests the closest.
 """
 
@@ -24,8 +24,15 @@ from rewards.names import did_you_mean
 logger = logging.getLogger("recipes.plot_curves")
 
 # held-out pass@1 every eval_steps (recipes.stages.grpo.held_out) is drawn with its interval as a band
-DEFAULT_METRICS = ("eval_pass@1", "reward", "groups/std_mean", "entropy", "completions/mean_length", "loss")
-DEFAULT_METRICS += ("mean_token_accuracy", "kl")
+DEFAULT_METRICS = ("eval_pass@1", "reward", "groups/std_mean", "groups/zero_std_frac", "entropy", "kl")
+# the clip ratios (TRL's): how often the ratio hit 1 - epsilon (low) and 1 + epsilon_high (high), a collapse's trace
+DEFAULT_METRICS += (
+    "clip_ratio/low_mean",
+    "clip_ratio/high_mean",
+    "completions/mean_length",
+    "loss",
+    "mean_token_accuracy",
+)
 
 
 def read_records(run: Path) -> list[dict]:

@@ -79,6 +79,14 @@ class RLVRGRPOConfig(GRPOConfig):
             "filter DAPO's paper does not use, for the ablation)."
         },
     )
+    log_reference_kl: bool = field(
+        default=False,
+        metadata={
+            "help": "Log `kl`, the KL of the policy to the starting model, every step with beta 0 too (TRL logs it only "
+            "with a KL term): one forward pass of the reference per generation batch, a frozen copy of the starting "
+            "weights in memory for full fine-tuning (LoRA disables its adapter). With beta != 0 TRL's own is logged."
+        },
+    )
     compact_generation: bool = field(
         default=True,
         metadata={

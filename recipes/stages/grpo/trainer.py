@@ -25,6 +25,7 @@ set from GRPOConfig. What this subclass adds:
   phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
   `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained;
 * held-out pass@1 every `eval_steps` with its interval (recipes.stages.grpo.held_out), on TRL's evaluation;
+* KL to the starting model logged as `kl` with `beta: 0` too (`log_reference_kl`, recipes.stages.grpo.reference_kl);
 * gold rewards (`gold_reward_funcs`, recipes.stages.grpo.gold): rule rewards scored on the same completions and
   logged as `gold/<name>` beside `proxy/*`, never in the loss, so that a learned reward can be watched against
   the verifier (recipes.common.monitor warns of reward hacking from them);
@@ -57,6 +58,7 @@ from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin
 from recipes.stages.grpo.gold import GoldRewardsMixin
 from recipes.stages.grpo.held_out import HeldOutMixin
 from recipes.stages.grpo.partial_rollouts import PartialRolloutMixin
+from recipes.stages.grpo.reference_kl import ReferenceKLMixin
 from recipes.stages.grpo.sampler_correction import SamplerCorrectionMixin
 from recipes.stages.grpo.sampling_dtype import resolve_sampling_dtype
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
@@ -72,6 +74,7 @@ class RLVRGRPOTrainer(
     PartialRolloutMixin,
     CompactGenerationMixin,
     ZeroAdvantageMixin,
+    ReferenceKLMixin,
     SamplerCorrectionMixin,
     DynamicSamplingMixin,
     RLVRStateMixin,
@@ -235,11 +238,13 @@ class RLVRGRPOTrainer(
             self._prepare_requests(inputs)
         with self._sampler_correction_in_the_loss():  # recipes.stages.grpo.sampler_correction
             if not (self.dynamic_sampling and self.model.training):
-                return super()._generate_and_score_completions(inputs)
-            batch = self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
-            if self.use_rollout_worker:
-                self._request_next_extra_round()
-            return batch
+                batch = super()._generate_and_score_completions(inputs)
+            else:
+                batch = self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
+                if self.use_rollout_worker:
+                    self._request_next_extra_round()
+        self._attach_reference_logps(batch)  # recipes.stages.grpo.reference_kl, with log_reference_kl
+        return batch
 
     # ------------------------------------------------------------ step timing (recipes.stages.grpo.step_timing)
 
@@ -273,6 +278,7 @@ class RLVRGRPOTrainer(
             shared = self._shared_prompt_pass(*args, **kwargs) if self.share_prompts else None
             result = shared if shared is not None else super()._get_per_token_logps_and_entropies(*args, **kwargs)
             self._correct_for_sampler(result[0])  # recipes.stages.grpo.sampler_correction, when it applies
+            self._measure_reference_kl(result[0])  # recipes.stages.grpo.reference_kl, with log_reference_kl
             return result
         with self.step_timing.phase("logprobs"):  # old / reference / buffered sampling log-probs
             return super()._get_per_token_logps_and_entropies(*args, **kwargs)
