@@ -84,6 +84,15 @@ def test_end_to_end_on_the_tiny_model(tmp_path, tiny_model_dir, guessing_model_d
     # a rerun resumes both evaluations: the same figures
     assert boundary.main(argv)["summaries"] == result["summaries"]
 
+    # a third model beside them (--also), compared with the cold start too: here the cold start's own weights, so
+    # the same samples (one seed) and a difference of 0 at every k
+    again = boundary.main([*argv, "--also", "the same model", str(tiny_model_dir)])
+    assert set(again["paired_by_model"]) == {"DAPO", "the same model"}
+    assert all(mean == 0.0 for mean, _ in again["paired_by_model"]["the same model"].values())
+    assert again["summaries"]["the same model"]["metrics"] == result["summaries"]["cold start (SFT)"]["metrics"]
+    table = (out / "pass_at_k_boundary.md").read_text()
+    assert "| k | cold start (SFT) | the same model | difference |" in table and "the curves are identical" in table
+
 
 def test_the_difference_is_paired_over_the_problems_both_runs_scored():
     # p1: 0.2 -> 0.4, p2: 0.5 -> 0.5; p3 unscored by one run and p4 in one run only are left out. Differences

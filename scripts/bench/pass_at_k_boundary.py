@@ -11,6 +11,10 @@ of levels 5-12, the synthetic task's eval split, at temperature 1; pass@k by the
 bootstrap intervals over problems), compared by eval.compare (which finds the crossover k), and drawn as
 pass@k for k = 1..n on a log axis with the bootstrap bands.
 
+On a real model: `--dataset arithmetic:1-3 --max-new-tokens 128 --also base DIR --also RFT DIR` draws the base
+model and another arm beside the cold start and the RL model, each compared with the cold start (tables and
+crossovers); SmolLM2's command is in docs/demo-real.md.
+
 Written (a rerun resumes the evaluations; --overwrite starts them afresh):
   <output-dir>/cold_start/, <output-dir>/rl/     eval.evaluate's runs (summary.json, per_problem.jsonl, samples)
   <output-dir>/compare/compare.md               eval.compare's report (per-k table, problems only one run solves)
@@ -54,6 +58,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cold-start", type=Path, default=DEMO / "sft", help="the model before RL (default: demo's)")
     parser.add_argument("--rl", type=Path, default=DEMO / "dapo", help="the model after RL (default: the demo's DAPO)")
     parser.add_argument("--labels", nargs=2, default=["cold start (SFT)", "DAPO"], help="names in the plot and table")
+    parser.add_argument(
+        "--also", nargs=2, action="append", default=[], metavar=("LABEL", "DIR"),
+        help="one more model, drawn beside the two and compared with the cold start like the RL model (repeatable: "
+        "the base model, another arm)",
+    )  # fmt: skip
+    parser.add_argument("--dataset", default=None, help="the held-out problems (default: synthetic:<levels>)")
+    parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS, help="as the models were trained")
     parser.add_argument("--levels", default="5-12", help="synthetic task levels (default 5-12, never in SFT data)")
     parser.add_argument("--problems-per-level", type=int, default=8, help="held-out problems per level (default 8)")
     parser.add_argument("--n", type=int, default=256, help="samples per problem (the largest k)")
@@ -67,15 +78,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def dataset(args: argparse.Namespace) -> str:
+    return args.dataset or f"synthetic:{args.levels}"
+
+
 def evaluate_model(model: Path, folder: Path, args: argparse.Namespace) -> tuple[dict, float]:
     """eval.evaluate on the held-out levels, resumed when `folder` holds part of the same run; (summary, seconds)."""
     from eval import evaluate
 
     if not (model / "config.json").is_file():
         raise SystemExit(f"{model} holds no model (no config.json): run `make demo` first, or pass --cold-start/--rl")
-    argv = ["--model", str(model), "--dataset", f"synthetic:{args.levels}", "--num-rows", str(args.problems_per_level)]
+    argv = ["--model", str(model), "--dataset", dataset(args), "--num-rows", str(args.problems_per_level)]
     argv += ["--n", str(args.n), "--k", *map(str, curve_ks(args.n)), "--temperature", "1.0", "--top-p", "1.0"]
-    argv += ["--max-new-tokens", str(MAX_NEW_TOKENS), "--backend", "transformers", "--batch-size", str(args.batch_size)]
+    argv += ["--max-new-tokens", str(args.max_new_tokens), "--backend", "transformers"]
+    argv += ["--batch-size", str(args.batch_size)]
     argv += ["--seeds", str(args.seed), "--output-dir", str(folder)] + (["--overwrite"] if args.overwrite else [])
     started = time.time()
     evaluate.main(argv)
@@ -168,34 +184,42 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     out = args.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    runs = {"cold_start": args.cold_start, "rl": args.rl}
+    runs = {"cold_start": args.cold_start, "rl": args.rl} | {f"also_{i}": Path(d) for i, (_, d) in enumerate(args.also)}
+    labels = [*args.labels, *(label for label, _ in args.also)]
     summaries, seconds = {}, {}
-    for (name, model), label in zip(runs.items(), args.labels, strict=True):
-        logger.info("evaluating %s (%s): n=%d on synthetic:%s", label, model, args.n, args.levels)
+    for (name, model), label in zip(runs.items(), labels, strict=True):
+        logger.info("evaluating %s (%s): n=%d on %s", label, model, args.n, dataset(args))
         summaries[label], seconds[label] = evaluate_model(model, out / name, args)
-    compare_report = compare(out / "cold_start", out / "rl", out / "compare")
-    a, b = summaries.values()
-    ks = common_ks(a, b)
-    cross = crossover(
-        ks, [a["metrics"][f"pass@{k}"]["mean"] for k in ks], [b["metrics"][f"pass@{k}"]["mean"] for k in ks]
-    )
-    problems = a["problems"]
-    title = f"held-out synthetic levels {args.levels}: {problems} problems, n = {args.n}"
-    plot_boundary(summaries, ks, cross, args.plot, title)
-
-    (runs_a,), (runs_b,) = load_run(out / "cold_start").values(), load_run(out / "rl").values()
-    paired = paired_differences(runs_a["problems"], runs_b["problems"], ks)
-    table = boundary_table(summaries, ks, cross, paired)
+    (reference,) = load_run(out / "cold_start").values()
+    cold = summaries[labels[0]]
+    tables, paired, crossings, compare_report = [], {}, {}, None
+    for (name, _), label in list(zip(runs.items(), labels, strict=True))[1:]:  # each against the cold start
+        report = compare(out / "cold_start", out / name, out / ("compare" if name == "rl" else f"compare_{name}"))
+        compare_report = compare_report or report
+        other = summaries[label]
+        ks = common_ks(cold, other)
+        crossings[label] = crossover(
+            ks, [cold["metrics"][f"pass@{k}"]["mean"] for k in ks], [other["metrics"][f"pass@{k}"]["mean"] for k in ks]
+        )
+        (run,) = load_run(out / name).values()
+        paired[label] = paired_differences(reference["problems"], run["problems"], ks)
+        tables += [boundary_table({labels[0]: cold, label: other}, ks, crossings[label], paired[label]), ""]
+    ks = common_ks(cold, summaries[labels[1]])  # one protocol: every model has the same k
+    problems = cold["problems"]
+    title = f"held-out {dataset(args)}: {problems} problems, n = {args.n}"
+    cross = crossings[labels[1]]
+    plot_boundary(summaries, ks, cross if len(summaries) == 2 else None, args.plot, title)
     timing = ", ".join(f"{label} {value / 60:.1f} min" for label, value in seconds.items())
     text = "\n".join([
-        f"# pass@k boundary: {args.labels[0]} vs {args.labels[1]}", "",
-        f"Held-out problems of the synthetic task (eval split), levels {args.levels}, {args.problems_per_level} per "
-        f"level ({problems} scored); n = {args.n} samples each at temperature 1.0, top-p 1.0, up to {MAX_NEW_TOKENS} "
-        f"new tokens, seed {args.seed}. Brackets: 95% bootstrap intervals over problems; for the difference, over the "
-        "per-problem differences (paired: both models answer the same problems).", "",
-        table, "",
-        f"Models: {args.cold_start} and {args.rl}. Wall time of this run's evaluations on {args.threads} "
-        f"thread(s) (short when they resumed finished work): {timing}.",
+        f"# pass@k boundary: {' vs '.join(labels)}", "",
+        f"Held-out problems ({dataset(args)}, eval split), {args.problems_per_level} per level ({problems} scored); "
+        f"n = {args.n} samples each at temperature 1.0, top-p 1.0, up to {args.max_new_tokens} new tokens, seed "
+        f"{args.seed}. Brackets: 95% bootstrap intervals over problems; for the difference, over the per-problem "
+        "differences (paired: the models answer the same problems). Each model against the first:", "",
+        *tables,
+        f"Models: {', '.join(f'{label} {model}' for label, model in zip(labels, runs.values(), strict=True))}. Wall "
+        f"time of this run's evaluations on {args.threads} thread(s) (short when they resumed finished work): "
+        f"{timing}.",
         f"Plot: {args.plot}. eval.compare's report: {out / 'compare' / 'compare.md'}.", "",
     ])  # fmt: skip
     table_path = args.table or out / "pass_at_k_boundary.md"
@@ -203,8 +227,8 @@ def main(argv: list[str] | None = None) -> dict:
     table_path.write_text(text)
     print(text)
     return {
-        "summaries": summaries, "ks": ks, "crossover": cross, "paired": paired, "seconds": seconds,
-        "compare": compare_report,
+        "summaries": summaries, "ks": ks, "crossover": cross, "paired": paired[labels[1]], "seconds": seconds,
+        "compare": compare_report, "crossings": crossings, "paired_by_model": paired,
     }  # fmt: skip
 
 
