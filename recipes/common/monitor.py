@@ -36,6 +36,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from rewards.names import did_you_mean
 from tasks.files import write_atomic
 
 logger = logging.getLogger(__name__)
@@ -208,3 +209,64 @@ def _step_of(line: str) -> float:
         return float(json.loads(line)["step"])
     except (ValueError, KeyError, TypeError):
         return math.inf
+
+
+# Reading a run's records back (recipes/plot_curves.py): metrics.jsonl as this monitor writes it, else the
+# log_history of trainer_state.json (a run made by another tool or an older version).
+
+
+def read_records(run: Path) -> list[dict]:
+    """A run's logged records, each with its `step`: metrics.jsonl, else trainer_state.json's log_history."""
+    metrics = run / "metrics.jsonl"
+    if metrics.is_file():
+        records = []
+        for number, line in enumerate(metrics.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                logger.warning("%s: line %d is not JSON (a run killed mid-write?), skipped", metrics, number)
+        return records
+    states = [run / "trainer_state.json"] + sorted(
+        run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1])
+    )
+    existing = [state for state in states if state.is_file()]
+    if not existing:
+        raise FileNotFoundError(
+            f"{run} holds neither metrics.jsonl nor a trainer_state.json: is it a training run's output_dir?"
+        )
+    return json.loads(existing[-1].read_text()).get("log_history", [])
+
+
+def logged_metrics(records: dict[str, list[dict]]) -> set[str]:
+    """The metric names with a number in some step's record of some run: what `curves` can draw."""
+    return {
+        key
+        for run_records in records.values()
+        for record in run_records
+        if "step" in record
+        for key, value in record.items()
+        if key != "step" and isinstance(value, int | float)
+    }
+
+
+def check_metrics(metrics: list[str], logged: set[str], runs: list[Path]) -> None:
+    """Fail, in one line, on a name that no run logged: a typo would otherwise drop its panel silently."""
+    for metric in metrics:
+        if metric in logged:
+            continue
+        hint = did_you_mean([metric], sorted(logged), cutoff=0.6, quote=True)
+        hint = f"; {hint}" if hint else ""
+        raise ValueError(
+            f"no run logged the metric {metric!r}{hint} ({', '.join(map(str, runs))} logged: "
+            f"{', '.join(sorted(logged)) or 'nothing'})"
+        )
+
+
+def curves(records: list[dict], metric: str) -> list[tuple[float, float]]:
+    return [
+        (record["step"], record[metric])
+        for record in records
+        if "step" in record and isinstance(record.get(metric), int | float)
+    ]
