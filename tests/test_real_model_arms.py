@@ -53,8 +53,9 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     argv = ["--fast", "--model", str(smol_standin_dir), "--demo-dir", str(demo), "--output-dir", str(out),
             "--seeds", "0", "1"]  # fmt: skip
     results = real_model_arms.main(argv)
-    assert set(results["arms"]) == {"dapo", *real_model_arms.ARMS}
-    for arm in real_model_arms.ARMS:
+    default = [arm for arm in real_model_arms.ARMS if arm not in real_model_arms.LONG]
+    assert set(results["arms"]) == {"dapo", *default}
+    for arm in default:
         assert (out / arm / "seed1" / "run_card.json").is_file()
         assert (out / "eval" / f"{arm}_s1" / "done").is_file()
     card = json.loads((out / "random_reward" / "seed1" / "run_card.json").read_text())
@@ -73,6 +74,20 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     assert results["arms"]["rft"]["pooled_gain"]["mean"] == pytest.approx(pooled)
     report = (out / "report.md").read_text()
     assert "DAPO minus each arm" in report and real_model_arms.ARMS["format_only"] in report
+
+    # the longer arms: evaluated at each step asked, KL to the cold start logged, the remedy's flags in its run
+    long = real_model_arms.main([*argv[:-3], "--seeds", "0", "--arms", "dapo_long", "remedy_long", "--long-evals", "1",
+                                 "2", "--remedy", "--beta 0.04"])  # fmt: skip
+    assert {"dapo_long@1", "dapo_long@2", "remedy_long@1", "remedy_long@2"} <= set(long["arms"])
+    assert "remedy_minus_dapo" in long["arms"]["remedy_long@2"]
+    card = json.loads((out / "remedy_long" / "seed0" / "run_card.json").read_text())
+    assert card["config"]["training"]["beta"] == 0.04 and card["final_step"] == 2
+    # (the stand-in's random weights earn no reward, so no row trains and no kl is logged: tests/test_reference_kl.py)
+    card = json.loads((out / "dapo_long" / "seed0" / "run_card.json").read_text())
+    assert card["config"]["training"]["log_reference_kl"] is True and card["config"]["training"]["beta"] == 0.0
+    assert (out / "eval" / "dapo_long@1_s0" / "done").is_file() and (
+        out / "dapo_long" / "seed0" / "checkpoint-1"
+    ).is_dir()
 
     # a rerun redoes nothing and reports the same
     minutes = json.loads((out / "timings.json").read_text())

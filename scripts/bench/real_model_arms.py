@@ -35,6 +35,7 @@ import argparse
 import json
 import logging
 import math
+import shlex
 import sys
 from pathlib import Path
 
@@ -56,10 +57,21 @@ ARMS = {
     "random_reward": "DAPO with a random 0/1 reward (control)",
     "format_only": "DAPO with a format-only reward (control)",
     "sft_more": "SFT continued on worked solutions, same trained tokens",
+    # the collapse (issue: why the gain fell after step 50): DAPO past its 40 steps with KL to the cold start logged,
+    # and the same with a remedy (--remedy), each evaluated at every --long-evals step
+    "dapo_long": "DAPO, longer, KL to the cold start logged",
+    "remedy_long": "DAPO, longer, with the remedy",
 }
+LONG = ("dapo_long", "remedy_long")
+# The remedy's default. Every step of dapo_lora.yaml is one optimizer step on one generation batch, so the policy that
+# sampled is the one that trains and the ratio is 1 (clip_ratio 0 in every step of the three 40-step runs):
+# clip-higher, Clip-Cov and KL-Cov act through that ratio and cannot act here. A KL term to the cold start can
+# (TRL's beta, the k3 estimator; LoRA's reference is the adapter disabled, free in memory).
+REMEDY = "--beta 0.04"
 # What each arm costs per seed on the 2-core machine (one process, one thread, beside another job), for --dry-run:
 # a DAPO run of 40 steps took 19-20 min (docs/demo-real.md); an evaluation 4 min; SFT 13-15 s a step of 8 rows.
-MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "eval": 4}
+MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "dapo_long": 30, "remedy_long": 33,
+           "eval": 4}  # fmt: skip
 FAST = {
     "rft": ["--sampling", json.dumps({"n": 2, "max_new_tokens": 8, "batch_size": 8})],
     "sft": [],
@@ -72,13 +84,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demo-dir", type=Path, default=REPO / "artifacts" / "demo-real",
                         help="scripts/demo_real.py's output: the cold start (sft), the DAPO runs and their evaluations")  # fmt: skip
     parser.add_argument("--output-dir", type=Path, default=REPO / "artifacts" / "bench" / "real_model_arms")
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=[arm for arm in ARMS if arm not in LONG])
+    parser.add_argument("--long-evals", type=int, nargs="+", default=[40, 60],
+                        help="the longer arms train to the last of these steps and are evaluated at each")  # fmt: skip
+    parser.add_argument("--remedy", default=REMEDY, help=f"recipes/grpo.py flags of remedy_long (default {REMEDY!r})")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--cores", type=int, default=2, help="jobs run side by side, one core each")
     parser.add_argument("--model", type=Path, help="start from this model folder instead of SmolLM2 (demo_real's)")
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
     parser.add_argument("--dry-run", action="store_true", help="print the jobs and the time they should take")
     args = parser.parse_args(argv)
+    if args.long_evals != sorted(set(args.long_evals)) or args.long_evals[0] < 1:
+        parser.error(f"--long-evals takes steps in increasing order, e.g. 40 60: got {args.long_evals}")
     if len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds lists a seed twice: {args.seeds}")
     return args
@@ -141,7 +158,20 @@ def solution_tokens(budget: dict, tokenizer_dir: Path, rows: int) -> float:
     return sum(len(tokenizer(text, add_special_tokens=False).input_ids) + 1 for text in solutions) / len(solutions)
 
 
-def arm_argv(arm: str, seed: int, budget: dict, cold_start: Path, fast: bool) -> tuple[str, Path, list[str]]:
+def without(flags: list[str], *options: str) -> list[str]:
+    """`flags` less each of `options` and its value."""
+    kept, skip = [], False
+    for flag in flags:
+        if skip or flag in options:
+            skip = not skip
+            continue
+        kept.append(flag)
+    return kept
+
+
+def arm_argv(
+    arm: str, seed: int, budget: dict, cold_start: Path, fast: bool, long_evals=(40, 60), remedy: str = REMEDY
+) -> tuple[str, Path, list[str]]:
     """(recipe script, config, flags) of one arm for one seed."""
     data = [
         "--dataset_name",
@@ -172,6 +202,16 @@ def arm_argv(arm: str, seed: int, budget: dict, cold_start: Path, fast: bool) ->
     config = CONFIGS / "dapo_lora.yaml"
     import yaml
 
+    if arm in LONG:
+        steps = long_evals[-1]
+        flags = ["--max_steps", str(steps), "--log_reference_kl", "true", "--save_steps", str(math.gcd(*long_evals)),
+                 "--save_total_limit", str(steps), *budget["precision"]]  # fmt: skip
+        flags += shlex.split(remedy) if arm == "remedy_long" else []
+        return (
+            "grpo.py",
+            config,
+            [*data, *flags, *(without(FAST["grpo"], "--max_steps", "--save_strategy") if fast else [])],
+        )
     dapo = yaml.safe_load(config.read_text())
     reward = {"name": "random", "weight": 1.0, "p": 0.5, "seed": seed} if arm == "random_reward" else {
         "name": "format_only", "weight": 1.0}  # fmt: skip
@@ -180,10 +220,30 @@ def arm_argv(arm: str, seed: int, budget: dict, cold_start: Path, fast: bool) ->
     return "grpo.py", config, [*data, *flags, *(FAST["grpo"] if fast else [])]
 
 
-def final_model(arm: str, run_dir: Path) -> Path:
+def final_model(arm: str, run_dir: Path, step: int | None = None) -> Path:
     if arm == "rft":  # the rounds' summary names the model the last round trained
         return Path(json.loads((run_dir / "summary.json").read_text())["final_model"])
-    return run_dir
+    card = json.loads((run_dir / "run_card.json").read_text())
+    if step is None or step == card["final_step"]:
+        return run_dir
+    return run_dir / f"checkpoint-{step}"  # a LoRA checkpoint: the adapter, which eval loads on its base
+
+
+def evaluated(args: argparse.Namespace) -> list[tuple[str, str, int | None]]:
+    """(report name, arm, step) of every evaluation: an arm's last step, a longer arm's each of --long-evals."""
+    return [
+        (f"{arm}@{step}" if arm in LONG else arm, arm, step if arm in LONG else None)
+        for arm in sorted(args.arms, key=list(ARMS).index)
+        for step in (args.long_evals if arm in LONG else [None])
+    ]
+
+
+def labels(args: argparse.Namespace) -> dict[str, str]:
+    names = {}
+    for name, arm, step in evaluated(args):
+        remedy = f" ({args.remedy})" if arm == "remedy_long" else ""
+        names[name] = ARMS[arm] + remedy + (f", at step {step}" if step is not None else "")
+    return names
 
 
 def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Path) -> list[Job]:
@@ -195,7 +255,9 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
             name, run_dir = f"{arm}_s{seed}", out / arm / f"seed{seed}"
             log = out / "logs" / f"{name}.log"
             if not finished(run_dir, "run_card.json", False):
-                script, config, flags = arm_argv(arm, seed, budgets[seed], cold_start, args.fast)
+                script, config, flags = arm_argv(
+                    arm, seed, budgets[seed], cold_start, args.fast, args.long_evals, args.remedy
+                )
                 if script == "grpo.py" and any(run_dir.glob("checkpoint-*")):
                     flags += ["--resume_from_checkpoint", "true"]
 
@@ -203,15 +265,18 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
                     return recipe(script, config, cold_start, run_dir, flags, log), log
 
                 jobs.append(Job(name, 1, [], start))
-            folder = out / "eval" / name
-            if not finished(folder, "done", False):
+            for report_name, _, step in [entry for entry in evaluated(args) if entry[1] == arm]:
+                folder = out / "eval" / f"{report_name}_s{seed}"
+                if finished(folder, "done", False):
+                    continue
                 after = [] if finished(run_dir, "run_card.json", False) else [name]
-                eval_log = out / "logs" / f"eval_{name}.log"
+                eval_log = out / "logs" / f"eval_{report_name}_s{seed}.log"
 
-                def evaluate(arm=arm, run_dir=run_dir, folder=folder, eval_log=eval_log):
-                    return evaluation(final_model(arm, run_dir), folder, args.fast, eval_log), eval_log
+                def evaluate(arm=arm, run_dir=run_dir, folder=folder, eval_log=eval_log, step=step):
+                    return evaluation(final_model(arm, run_dir, step), folder, args.fast, eval_log), eval_log
 
-                jobs.append(Job(f"eval_{name}", 1, after, evaluate, lambda folder=folder: (folder / "done").touch()))
+                done = lambda folder=folder: (folder / "done").touch()  # noqa: E731
+                jobs.append(Job(f"eval_{report_name}_s{seed}", 1, after, evaluate, done))
     return jobs
 
 
@@ -223,7 +288,10 @@ def main(argv: list[str] | None = None) -> dict:
     stages = demo_real.dapo_stages(args.seeds)  # stage -> seed
     if args.dry_run:
         runs = len(args.arms) * len(args.seeds)
-        minutes = sum(MINUTES[arm] + MINUTES["eval"] for arm in args.arms) * len(args.seeds) / args.cores
+        evaluations = len(evaluated(args)) * len(args.seeds)
+        minutes = (
+            sum(MINUTES[arm] for arm in args.arms) * len(args.seeds) + evaluations * MINUTES["eval"]
+        ) / args.cores
         print(f"{runs} runs and their evaluations, about {minutes:.0f} min on {args.cores} cores past demo-real's "
               f"cold start and DAPO runs ({args.demo_dir})")  # fmt: skip
         return {}
@@ -237,10 +305,9 @@ def main(argv: list[str] | None = None) -> dict:
     saved.write_text(json.dumps({**(json.loads(saved.read_text()) if saved.is_file() else {}), **timings}, indent=1))
     evaluations = {"sft": args.demo_dir / "eval" / "sft"}
     evaluations |= {f"dapo_s{seed}": args.demo_dir / "eval" / stage for stage, seed in stages.items()}
-    evaluations |= {
-        f"{arm}_s{seed}": args.output_dir / "eval" / f"{arm}_s{seed}" for arm in args.arms for seed in args.seeds
-    }
-    return write_report(args, ARMS, budgets, evaluations)
+    for name, _, _ in evaluated(args):
+        evaluations |= {f"{name}_s{seed}": args.output_dir / "eval" / f"{name}_s{seed}" for seed in args.seeds}
+    return write_report(args, labels(args), budgets, evaluations)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,8 @@ def seed_means(runs: dict[int, dict[str, float]]) -> dict[str, float]:
 
 def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluations: dict[str, Path]) -> dict:
     """report.md and results.json in args.output_dir from the finished evaluations (an arm with a seed still
-    missing is reported on the seeds it has, and says so)."""
+    missing is reported on the seeds it has, and says so). `arms`: report name -> label, in the table's order;
+    `evaluations`: "<name>_s<seed>" -> eval.evaluate's folder, with "sft" (the cold start) and "dapo_s<seed>"."""
     found = {name: folder for name, folder in evaluations.items() if (folder / "done").exists() or name == "sft"}
     found = {name: folder for name, folder in found.items() if any(folder.glob("*/per_problem.jsonl"))}
     values = {name: per_problem(folder, None, "pass@1")[1] for name, folder in found.items()}
@@ -54,7 +55,7 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
     labels = {"dapo": "DAPO (demo-real)", **arms}
     results = {"cold_start": sum(cold.values()) / len(cold), "seeds": list(args.seeds), "budgets": budgets, "arms": {}}
     dapo_runs = {seed: values[f"dapo_s{seed}"] for seed in args.seeds if f"dapo_s{seed}" in values}
-    for arm in ["dapo", *args.arms]:
+    for arm in ["dapo", *arms]:
         runs = {seed: values[f"{arm}_s{seed}"] for seed in args.seeds if f"{arm}_s{seed}" in values}
         if not runs:
             continue
@@ -90,6 +91,20 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
             per_seed = ", ".join(f"{value:+.3f}" for value in d["per_seed"].values())
             reading = _reading(*d["ci95"], "DAPO ahead", f"{labels[arm]} ahead")
             lines.append(f"| {labels[arm]} | {per_seed} | {_interval(d['mean'], *d['ci95'])} | {reading} |")
+    remedies = [
+        (arm, arm.replace("remedy_long", "dapo_long")) for arm in results["arms"] if arm.startswith("remedy_long")
+    ]
+    remedies = [(arm, base) for arm, base in remedies if base in results["arms"]]
+    if remedies:
+        lines += ["", "The remedy minus DAPO trained as long, at the same step, pooled over seeds and paired on problems:",
+                  "", "| at | remedy - DAPO [95% CI] | reading |", "|---|---|---|"]  # fmt: skip
+        for arm, base in remedies:
+            runs = {seed: values[f"{arm}_s{seed}"] for seed in args.seeds if f"{arm}_s{seed}" in values}
+            bases = {seed: values[f"{base}_s{seed}"] for seed in args.seeds if f"{base}_s{seed}" in values}
+            difference, (low, high), problems = paired_difference(seed_means(bases), seed_means(runs))
+            results["arms"][arm]["remedy_minus_dapo"] = {"mean": difference, "ci95": [low, high], "problems": problems}
+            reading = _reading(low, high, "the remedy ahead", "the remedy behind")
+            lines.append(f"| step {arm.split('@')[1]} | {_interval(difference, low, high)} | {reading} |")
     lines += ["", "Budgets, per seed (from each DAPO run: the other arms are sized on them):", ""]
     for seed, budget in sorted(budgets.items()):
         lines.append(f"- seed {seed}: {budget['completions']} completions sampled, {budget['tokens_trained']} tokens "
