@@ -101,7 +101,7 @@ def test_a_run_logs_held_out_pass_at_1_and_keeps_its_best_checkpoint(trained_tin
         "--held_out", "{dataset_seed: 7, dataset_num_rows: 1}", "--eval_strategy", "steps", "--eval_steps", "1",
         "--num_generations_eval", "2", "--per_device_eval_batch_size", "4", "--save_strategy", "steps",
         "--save_steps", "1", "--load_best_model_at_end", "true", "--metric_for_best_model", "pass@1",
-        "--log_reference_kl", "true",
+        "--log_reference_kl", "true", "--skip_zero_advantage", "false",
     )  # fmt: skip
     grpo.main(script_args, training_args, model_args)
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -126,10 +126,9 @@ def test_a_run_logs_held_out_pass_at_1_and_keeps_its_best_checkpoint(trained_tin
     collapse = ["eval_pass@1", "groups/std_mean", "groups/zero_std_frac", "entropy", "kl", "clip_ratio/low_mean",
                 "clip_ratio/high_mean"]  # fmt: skip
     assert [metric for metric in drawn if metric in collapse] == collapse
-    # the generation's every step; the loss pass's where a row had an advantage (a step whose groups all agreed
-    # trains nothing: skip_zero_advantage)
-    assert all(len(drawn[metric][str(out)]) == 2 for metric in collapse[:3])
-    assert all(len(drawn[metric][str(out)]) >= 1 for metric in collapse[3:])
+    # every step: the loss pass too, whose groups may all agree on the tiny model under some CPU kernels (AVX2's
+    # samples did, in CI), which skip_zero_advantage would leave without a loss pass and its curves
+    assert all(len(drawn[metric][str(out)]) == 2 for metric in collapse)
 
 
 def test_plot_curves_draws_held_out_pass_at_1_first(tmp_path):
