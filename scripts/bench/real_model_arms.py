@@ -158,17 +158,6 @@ def solution_tokens(budget: dict, tokenizer_dir: Path, rows: int) -> float:
     return sum(len(tokenizer(text, add_special_tokens=False).input_ids) + 1 for text in solutions) / len(solutions)
 
 
-def without(flags: list[str], *options: str) -> list[str]:
-    """`flags` less each of `options` and its value."""
-    kept, skip = [], False
-    for flag in flags:
-        if skip or flag in options:
-            skip = not skip
-            continue
-        kept.append(flag)
-    return kept
-
-
 def arm_argv(
     arm: str, seed: int, budget: dict, cold_start: Path, fast: bool, long_evals=(40, 60), remedy: str = REMEDY
 ) -> tuple[str, Path, list[str]]:
@@ -204,14 +193,11 @@ def arm_argv(
 
     if arm in LONG:
         steps = long_evals[-1]
-        flags = ["--max_steps", str(steps), "--log_reference_kl", "true", "--save_steps", str(math.gcd(*long_evals)),
-                 "--save_total_limit", str(steps), *budget["precision"]]  # fmt: skip
+        # after the --fast flags: a flag given twice takes its last value, so these steps and checkpoints stand
+        flags = ["--max_steps", str(steps), "--log_reference_kl", "true", "--save_strategy", "steps", "--save_steps",
+                 str(math.gcd(*long_evals)), "--save_total_limit", str(steps), *budget["precision"]]  # fmt: skip
         flags += shlex.split(remedy) if arm == "remedy_long" else []
-        return (
-            "grpo.py",
-            config,
-            [*data, *flags, *(without(FAST["grpo"], "--max_steps", "--save_strategy") if fast else [])],
-        )
+        return "grpo.py", config, [*data, *(FAST["grpo"] if fast else []), *flags]
     dapo = yaml.safe_load(config.read_text())
     reward = {"name": "random", "weight": 1.0, "p": 0.5, "seed": seed} if arm == "random_reward" else {
         "name": "format_only", "weight": 1.0}  # fmt: skip

@@ -44,6 +44,11 @@ def seed_means(runs: dict[int, dict[str, float]]) -> dict[str, float]:
     return {key: sum(values[key] for values in runs.values()) / len(runs) for key in shared}
 
 
+def seed_runs(values: dict[str, dict[str, float]], name: str, seeds) -> dict[int, dict[str, float]]:
+    """seed -> per-problem pass@1 of the evaluations "<name>_s<seed>" that have finished."""
+    return {seed: values[f"{name}_s{seed}"] for seed in seeds if f"{name}_s{seed}" in values}
+
+
 def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluations: dict[str, Path]) -> dict:
     """report.md and results.json in args.output_dir from the finished evaluations (an arm with a seed still
     missing is reported on the seeds it has, and says so). `arms`: report name -> label, in the table's order;
@@ -54,9 +59,9 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
     cold = values["sft"]
     labels = {"dapo": "DAPO (demo-real)", **arms}
     results = {"cold_start": sum(cold.values()) / len(cold), "seeds": list(args.seeds), "budgets": budgets, "arms": {}}
-    dapo_runs = {seed: values[f"dapo_s{seed}"] for seed in args.seeds if f"dapo_s{seed}" in values}
+    dapo_runs = seed_runs(values, "dapo", args.seeds)
     for arm in ["dapo", *arms]:
-        runs = {seed: values[f"{arm}_s{seed}"] for seed in args.seeds if f"{arm}_s{seed}" in values}
+        runs = seed_runs(values, arm, args.seeds)
         if not runs:
             continue
         entry = arm_results(cold, runs)
@@ -99,8 +104,7 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
         lines += ["", "The remedy minus DAPO trained as long, at the same step, pooled over seeds and paired on problems:",
                   "", "| at | remedy - DAPO [95% CI] | reading |", "|---|---|---|"]  # fmt: skip
         for arm, base in remedies:
-            runs = {seed: values[f"{arm}_s{seed}"] for seed in args.seeds if f"{arm}_s{seed}" in values}
-            bases = {seed: values[f"{base}_s{seed}"] for seed in args.seeds if f"{base}_s{seed}" in values}
+            runs, bases = seed_runs(values, arm, args.seeds), seed_runs(values, base, args.seeds)
             difference, (low, high), problems = paired_difference(seed_means(bases), seed_means(runs))
             results["arms"][arm]["remedy_minus_dapo"] = {"mean": difference, "ci95": [low, high], "problems": problems}
             reading = _reading(low, high, "the remedy ahead", "the remedy behind")
