@@ -44,7 +44,7 @@ CONFIGS = REPO / "recipes" / "configs" / "smollm2-135m"
 FAST = {
     "sft": ["--max_steps", "2", "--dataset_num_rows", "8", "--per_device_train_batch_size", "4"],
     "dapo": ["--max_steps", "1", "--dataset_num_rows", "4", "--num_generations", "2", "--max_completion_length",
-             "8", "--per_device_train_batch_size", "4", "--save_strategy", "no"],
+             "8", "--per_device_train_batch_size", "4", "--save_steps", "1"],  # its last checkpoint, as a real run
     "eval": {"num-rows": 2, "n": 2, "k": [1, 2], "max-new-tokens": 8},
 }  # fmt: skip
 logger = logging.getLogger("demo_real")

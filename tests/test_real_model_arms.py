@@ -85,9 +85,15 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     # (the stand-in's random weights earn no reward, so no row trains and no kl is logged: tests/test_reference_kl.py)
     card = json.loads((out / "dapo_long" / "seed0" / "run_card.json").read_text())
     assert card["config"]["training"]["log_reference_kl"] is True and card["config"]["training"]["beta"] == 0.0
-    assert (out / "eval" / "dapo_long@1_s0" / "done").is_file() and (
-        out / "dapo_long" / "seed0" / "checkpoint-1"
-    ).is_dir()
+    assert (out / "eval" / "dapo_long@1_s0" / "done").is_file()
+    # dapo_long continued the demo's DAPO run from its last checkpoint (step 1) instead of training step 1 again
+    adapter = "checkpoint-1/adapter_model.safetensors"
+    assert (out / "dapo_long" / "seed0" / adapter).read_bytes() == (demo / "dapo" / adapter).read_bytes()
+    assert "--resume_from_checkpoint" in card["command"] and card["final_step"] == 2
+    steps = [json.loads(line)["step"] for line in (out / "dapo_long" / "seed0" / "metrics.jsonl").open()]
+    assert steps.count(1) == 1 and 2 in steps
+    card = json.loads((out / "remedy_long" / "seed0" / "run_card.json").read_text())
+    assert "--resume_from_checkpoint" not in card["command"]  # the remedy changes the run from step 1
 
     # a rerun redoes nothing and reports the same
     minutes = json.loads((out / "timings.json").read_text())

@@ -36,6 +36,7 @@ import json
 import logging
 import math
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -58,7 +59,8 @@ ARMS = {
     "format_only": "DAPO with a format-only reward (control)",
     "sft_more": "SFT continued on worked solutions, same trained tokens",
     # the collapse (issue: why the gain fell after step 50): DAPO past its 40 steps with KL to the cold start logged,
-    # and the same with a remedy (--remedy), each evaluated at every --long-evals step
+    # and the same with a remedy (--remedy), each evaluated at every --long-evals step; dapo_long continues the demo's
+    # run from its last checkpoint where that is the same run (continued_from_demo), the remedy trains from step 0
     "dapo_long": "DAPO, longer, KL to the cold start logged",
     "remedy_long": "DAPO, longer, with the remedy",
 }
@@ -69,8 +71,9 @@ LONG = ("dapo_long", "remedy_long")
 # (TRL's beta, the k3 estimator; LoRA's reference is the adapter disabled, free in memory).
 REMEDY = "--beta 0.04"
 # What each arm costs per seed on the 2-core machine (one process, one thread, beside another job), for --dry-run:
-# a DAPO run of 40 steps took 19-20 min (docs/demo-real.md); an evaluation 4 min; SFT 13-15 s a step of 8 rows.
-MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "dapo_long": 30, "remedy_long": 33,
+# a DAPO run of 40 steps took 19-22 min (docs/demo-real.md), dapo_long its 20 more; an evaluation 4 min; SFT 13-15 s a
+# step of 8 rows.
+MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "dapo_long": 13, "remedy_long": 33,
            "eval": 4}  # fmt: skip
 FAST = {
     "rft": ["--sampling", json.dumps({"n": 2, "max_new_tokens": 8, "batch_size": 8})],
@@ -232,6 +235,31 @@ def labels(args: argparse.Namespace) -> dict[str, str]:
     return names
 
 
+def continued_from_demo(arm: str, seed: int, args: argparse.Namespace, run_dir: Path) -> bool:
+    """dapo_long's first steps are that seed's demo-real DAPO run, so it starts from that run's last checkpoint
+    (optimizer, scheduler, RNG and the trainer's own state) and its metrics instead of training them again: a third
+    of its cost. Only where that is the same run: a learning-rate schedule that does not depend on max_steps (constant,
+    with warmup counted in steps) and a checkpoint at the run's final step, short of the longer run's last step."""
+    if arm != "dapo_long" or any(run_dir.glob("checkpoint-*")):
+        return False
+    stage = args.demo_dir / next(iter(demo_real.dapo_stages([seed])))
+    card = json.loads((stage / "run_card.json").read_text())
+    training, step = card["config"]["training"], card["final_step"]
+    checkpoint = stage / f"checkpoint-{step}"
+    schedule = training.get("lr_scheduler_type") in ("constant", "constant_with_warmup")
+    warmup = float(training.get("warmup_steps") or 0)  # below 1 a share of max_steps (transformers 5)
+    warmup = not training.get("warmup_ratio") and (warmup == 0 or warmup >= 1)
+    if not (schedule and warmup and checkpoint.is_dir() and step < args.long_evals[-1]):
+        logger.info("dapo_long seed %d trains from step 0: %s is not a run it can continue", seed, stage)
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(checkpoint, run_dir / checkpoint.name)
+    records = (stage / "metrics.jsonl").read_text().splitlines()  # its steps' curves, less the end-of-run summary
+    (run_dir / "metrics.jsonl").write_text("".join(f"{r}\n" for r in records if '"train_runtime"' not in r))
+    logger.info("dapo_long seed %d continues %s from step %d", seed, checkpoint, step)
+    return True
+
+
 def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Path) -> list[Job]:
     """Each (arm, seed): its training, then its evaluation, arm by arm in ARMS's order, so that whole rows of the table
     come early. A finished training or evaluation is not redone."""
@@ -244,6 +272,7 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
                 script, config, flags = arm_argv(
                     arm, seed, budgets[seed], cold_start, args.fast, args.long_evals, args.remedy
                 )
+                continued_from_demo(arm, seed, args, run_dir)
                 if script == "grpo.py" and any(run_dir.glob("checkpoint-*")):
                     flags += ["--resume_from_checkpoint", "true"]
 
