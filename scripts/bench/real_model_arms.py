@@ -19,8 +19,9 @@ held-out problems:
     format_only     DAPO with math_accuracy replaced by `format_only` (1 for a readable boxed answer, right or wrong)
 
 The controls keep DAPO's steps, and dynamic sampling filters on their summed reward (there is no accuracy reward
-to filter on; filtering on it would leak the verifier). Every arm runs in the precision its DAPO run resolved
-(run_card.json: sampling_dtype, bf16), so that the arms differ only by what they are named for.
+to filter on; filtering on it would leak the verifier). Every GRPO arm runs in the precision its DAPO run resolved
+(run_card.json: sampling_dtype, bf16), so that they differ from it only by what they are named for; RFT and
+continued SFT run in their configs' fp32, as the cold start's SFT did.
 
 Written as results come in (a rerun skips what is done; a GRPO run cut off resumes from its last checkpoint):
     <output-dir>/<arm>/seed<k>/          the training run, <output-dir>/logs/<arm>_s<k>.log
