@@ -30,6 +30,7 @@ def test_shares_counted_by_hand(tmp_path, capsys):
     ]
     (run / "per_problem.jsonl").write_text("".join(json.dumps(p) + "\n" for p in problems))
     (run / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    (run / "summary.json").write_text("{}")  # what marks a finished evaluation (eval.compare.load_run)
     results = answer_link.main([str(tmp_path / "eval")])
     result = results[str((tmp_path / "eval").resolve())]
     assert result["samples"] == 5

@@ -4,7 +4,7 @@ into the working (is the last computed result right?) and the link from working 
     python scripts/bench/answer_link.py      # every evaluation of demo-real and of real_model_arms.py there is
     python scripts/bench/answer_link.py artifacts/demo-real/eval/sft artifacts/bench/real_model_arms/eval/random_reward_s0
 
-For each eval.evaluate run folder (samples.jsonl and per_problem.jsonl in it or one folder down), over all samples:
+For each eval.evaluate run folder (each finished dataset's samples.jsonl and per_problem.jsonl), over all samples:
     right               the verifier's verdict (the run's pass@1)
     boxed = working     the extracted answer is the last result the text computed (its last "= <number>")
     working right       that last computed result is the reference answer: what the sample would score had it boxed
@@ -21,6 +21,8 @@ import json
 import re
 from pathlib import Path
 
+from eval.compare import load_run
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_RUNS = (REPO / "artifacts" / "demo-real" / "eval", REPO / "artifacts" / "bench" / "real_model_arms" / "eval")
 RESULT = re.compile(r"=\s*(-?\d+(?:\.\d+)?)")
@@ -35,27 +37,18 @@ def same_number(a: str | None, b: str | None) -> bool:
         return a.strip() == b.strip()
 
 
-def run_file(folder: Path, name: str) -> Path:
-    found = sorted(folder.glob(name)) or sorted(folder.glob(f"*/{name}"))
-    if not found:
-        raise SystemExit(f"{folder}: no {name} in it or one folder down; give an eval.evaluate output folder")
-    return found[0]
-
-
 def answer_link(folder: Path) -> dict:
-    gold = {}
-    for line in run_file(folder, "per_problem.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        gold[row["id"]] = str(row["answer"])
     counts = {"samples": 0, "right": 0, "boxed_is_working": 0, "working_right": 0}
-    for line in run_file(folder, "samples.jsonl").read_text().splitlines():
-        sample = json.loads(line)
-        results = RESULT.findall(sample.get("text") or "")
-        working = results[-1] if results else None
-        counts["samples"] += 1
-        counts["right"] += bool(sample.get("correct"))
-        counts["boxed_is_working"] += same_number(working, sample.get("extracted"))
-        counts["working_right"] += same_number(working, gold.get(sample["id"]))
+    for dataset, run in load_run(folder).items():  # eval.evaluate writes each dataset one folder down
+        gold = {pid: str(record["answer"]) for pid, record in run["problems"].items()}
+        for line in (folder / dataset / "samples.jsonl").read_text().splitlines():
+            sample = json.loads(line)
+            results = RESULT.findall(sample.get("text") or "")
+            working = results[-1] if results else None
+            counts["samples"] += 1
+            counts["right"] += bool(sample.get("correct"))
+            counts["boxed_is_working"] += same_number(working, sample.get("extracted"))
+            counts["working_right"] += same_number(working, gold.get(sample["id"]))
     total = max(counts["samples"], 1)
     return {"samples": counts["samples"], **{key: value / total for key, value in counts.items() if key != "samples"}}
 

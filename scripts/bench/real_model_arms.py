@@ -236,29 +236,28 @@ def labels(args: argparse.Namespace) -> dict[str, str]:
     return names
 
 
-def continued_from_demo(arm: str, seed: int, args: argparse.Namespace, run_dir: Path) -> bool:
+def continued_from_demo(arm: str, seed: int, args: argparse.Namespace, run_dir: Path) -> None:
     """dapo_long's first steps are that seed's demo-real DAPO run, so it starts from that run's last checkpoint
     (optimizer, scheduler, RNG and the trainer's own state) and its metrics instead of training them again: a third
     of its cost. Only where that is the same run: a learning-rate schedule that does not depend on max_steps (constant,
     with warmup counted in steps) and a checkpoint at the run's final step, short of the longer run's last step."""
     if arm != "dapo_long" or any(run_dir.glob("checkpoint-*")):
-        return False
+        return
     stage = args.demo_dir / next(iter(demo_real.dapo_stages([seed])))
     card = json.loads((stage / "run_card.json").read_text())
     training, step = card["config"]["training"], card["final_step"]
     checkpoint = stage / f"checkpoint-{step}"
     schedule = training.get("lr_scheduler_type") in ("constant", "constant_with_warmup")
     warmup = float(training.get("warmup_steps") or 0)  # below 1 a share of max_steps (transformers 5)
-    warmup = not training.get("warmup_ratio") and (warmup == 0 or warmup >= 1)
-    if not (schedule and warmup and checkpoint.is_dir() and step < args.long_evals[-1]):
+    in_steps = not training.get("warmup_ratio") and (warmup == 0 or warmup >= 1)
+    if not (schedule and in_steps and checkpoint.is_dir() and step < args.long_evals[-1]):
         logger.info("dapo_long seed %d trains from step 0: %s is not a run it can continue", seed, stage)
-        return False
+        return
     run_dir.mkdir(parents=True, exist_ok=True)
     shutil.copytree(checkpoint, run_dir / checkpoint.name)
     records = (stage / "metrics.jsonl").read_text().splitlines()  # its steps' curves, less the end-of-run summary
     (run_dir / "metrics.jsonl").write_text("".join(f"{r}\n" for r in records if '"train_runtime"' not in r))
     logger.info("dapo_long seed %d continues %s from step %d", seed, checkpoint, step)
-    return True
 
 
 def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Path) -> list[Job]:
