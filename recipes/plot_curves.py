@@ -2,6 +2,7 @@
 
     python -m recipes.plot_curves artifacts/demo/dapo --out dapo.png
     python -m recipes.plot_curves runs/grpo runs/dapo --metrics reward entropy groups/std_mean --out compare.png
+    python -m recipes.plot_curves runs/dapo --metrics reward entropy --windows 10   # also the means per 10 steps
 
 Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.monitor: each logged number,
 whatever `report_to` and `save_strategy` say), and that file is read first. A run folder without it (a run
@@ -9,7 +10,8 @@ made by another tool or an older version) is read from the `log_history` of its 
 folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged
 (held-out pass@1 with its interval as a band, reward, within-group reward std and the share of groups without
 any, entropy, KL to the starting model, the clip ratios, completion length, loss, token accuracy); a --metrics name that no run logged is an error that lists the names the runs have
-and suggests the closest.
+and suggests the closest. With --windows N it also prints, as a markdown table, each curve's mean over steps
+1-N, N+1-2N, ...: the figures a write-up quotes, from the same records the plot draws.
 """
 
 from __future__ import annotations
@@ -66,6 +68,27 @@ def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -
     return drawn
 
 
+def window_means(points: list[tuple[float, float]], size: int) -> dict[str, float]:
+    """The mean of the values logged at steps 1..size, size+1..2*size, ..., keyed "first-last"; a window
+    without a logged value is left out, and the last window is named by the steps it covers."""
+    windows: dict[int, list[float]] = {}
+    for step, value in points:
+        windows.setdefault((int(step) - 1) // size, []).append(value)
+    return {f"{k * size + 1}-{k * size + size}": sum(v) / len(v) for k, v in sorted(windows.items())}
+
+
+def window_table(drawn: dict[str, dict[str, list]], size: int) -> str:
+    """A markdown table: one row per (metric, run folder as given), one column per window of `size` steps."""
+    means = {(metric, run): window_means(points, size) for metric, by_run in drawn.items()
+             for run, points in by_run.items()}  # fmt: skip
+    columns = sorted({window for row in means.values() for window in row}, key=lambda w: int(w.split("-")[0]))
+    lines = [f"| metric | run | {' | '.join(columns)} |", "|---|---|" + "---:|" * len(columns)]
+    for (metric, run), row in means.items():
+        cells = " | ".join(f"{row[window]:.4g}" if window in row else "" for window in columns)
+        lines.append(f"| {metric} | {run} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> Path:
     import argparse
 
@@ -77,7 +100,11 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("runs", nargs="+", type=Path, help="training output folders (with metrics.jsonl)")
     parser.add_argument("--out", type=Path, default=Path("curves.png"), help="the PNG to write (default curves.png)")
     parser.add_argument("--metrics", nargs="+", default=None, help="metric names as logged, e.g. reward entropy")
+    parser.add_argument("--windows", type=int, default=None, metavar="N",
+                        help="also print each curve's mean over every N steps, as a markdown table")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.windows is not None and args.windows < 1:
+        parser.error(f"--windows must be a number of steps, 1 or more (got {args.windows})")
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     try:
         drawn = plot_curves(args.runs, args.out, args.metrics)
@@ -85,6 +112,8 @@ def main(argv: list[str] | None = None) -> Path:
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(2) from None
     logger.info("%s: %s for %d run(s)", args.out, ", ".join(drawn), len(args.runs))
+    if args.windows:
+        sys.stdout.write(window_table(drawn, args.windows))
     return args.out
 
 

@@ -126,3 +126,20 @@ def test_a_misspelled_metric_is_an_error_that_suggests_the_logged_name(tmp_path,
     with pytest.raises(SystemExit):  # one good name does not carry a misspelled one
         plot_curves.main([str(run), "--metrics", "loss", "learnig_rate", "--out", str(tmp_path / "y.png")])
     assert "did you mean 'learning_rate'?" in capsys.readouterr().err
+
+
+def test_plot_curves_windows_prints_the_mean_of_every_n_steps(tmp_path, capsys):
+    """--windows N: the figures a write-up quotes (means over steps 1-N, N+1-2N, ...), computed by hand here."""
+    run = write_metrics(
+        tmp_path / "dapo",
+        [{"step": 1, "entropy": 0.5}, {"step": 2, "entropy": 0.3}, {"step": 3, "entropy": 0.1, "kl": 0.2},
+         {"step": 5, "kl": 0.6}, {"step": 7, "entropy": 0.9}],
+    )  # fmt: skip
+    assert plot_curves.window_means([(1, 0.5), (2, 0.3), (3, 0.1), (7, 0.9)], 3) == {"1-3": 0.3, "7-9": 0.9}
+    plot_curves.main([str(run), "--metrics", "entropy", "kl", "--windows", "3", "--out", str(tmp_path / "c.png")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| metric | run | 1-3 | 4-6 | 7-9 |"
+    assert lines[2] == f"| entropy | {run} | 0.3 |  | 0.9 |"  # (0.5 + 0.3 + 0.1) / 3; no entropy in 4-6
+    assert lines[3] == f"| kl | {run} | 0.2 | 0.6 |  |"
+    with pytest.raises(SystemExit):
+        plot_curves.main([str(run), "--windows", "0"])
