@@ -31,6 +31,17 @@ DEFAULT_METRICS += ("clip_ratio/low_mean", "clip_ratio/high_mean", "completions/
 DEFAULT_METRICS += ("loss", "mean_token_accuracy")
 
 
+def short_names(runs: list[str]) -> dict[str, str]:
+    """Each run folder's legend name: its last path parts, as few as tell the runs apart (dapo/seed0 and
+    remedy/seed0 rather than seed0 twice)."""
+    parts = {run: Path(run).parts for run in runs}
+    for depth in range(1, max((len(p) for p in parts.values()), default=1) + 1):
+        names = {run: "/".join(p[-depth:]) for run, p in parts.items()}
+        if len(set(names.values())) == len(names):
+            return names
+    return {run: run for run in runs}
+
+
 def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -> dict[str, dict[str, list]]:
     """Draw `metrics` (default: the usual ones the runs logged) for every run; returns what was drawn."""
     records = {str(run): read_records(run) for run in runs}
@@ -49,10 +60,11 @@ def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    names = short_names(list(records))
     figure, axes = plt.subplots(1, len(drawn), figsize=(4.0 * len(drawn), 3.2), squeeze=False)
     for axis, (metric, by_run) in zip(axes[0], drawn.items(), strict=True):
         for run, points in by_run.items():
-            (line,) = axis.plot(*zip(*points, strict=True), marker=".", label=Path(run).name)
+            (line,) = axis.plot(*zip(*points, strict=True), marker=".", label=names[run])
             lows, highs = curves(records[run], f"{metric}_low"), curves(records[run], f"{metric}_high")
             if lows and [step for step, _ in lows] == [step for step, _ in highs]:  # its interval, as a band
                 steps, low = zip(*lows, strict=True)

@@ -143,3 +143,11 @@ def test_plot_curves_windows_prints_the_mean_of_every_n_steps(tmp_path, capsys):
     assert lines[3] == f"| kl | {run} | 0.2 | 0.6 |  |"
     with pytest.raises(SystemExit):
         plot_curves.main([str(run), "--windows", "0"])
+
+
+def test_plot_curves_legend_names_tell_runs_of_the_same_folder_name_apart():
+    runs = ["out/dapo_long/seed0", "out/remedy_long/seed0", "out/dapo_long/seed1"]
+    assert plot_curves.short_names(runs) == {
+        "out/dapo_long/seed0": "dapo_long/seed0", "out/remedy_long/seed0": "remedy_long/seed0",
+        "out/dapo_long/seed1": "dapo_long/seed1"}  # fmt: skip
+    assert plot_curves.short_names(["a/grpo", "b/dapo"]) == {"a/grpo": "grpo", "b/dapo": "dapo"}
