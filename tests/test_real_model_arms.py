@@ -80,6 +80,10 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
                                  "2", "--remedy", "--beta 0.04"])  # fmt: skip
     assert {"dapo_long@1", "dapo_long@2", "remedy_long@1", "remedy_long@2"} <= set(long["arms"])
     assert "remedy_minus_dapo" in long["arms"]["remedy_long@2"]
+    first, last = values(out / "eval" / "dapo_long@1_s0"), values(out / "eval" / "dapo_long@2_s0")
+    later = sum(last[key] - first[key] for key in first) / len(first)  # by hand: one seed, step 2 minus step 1
+    assert long["arms"]["dapo_long@2"]["minus_first_step"]["mean"] == pytest.approx(later)
+    assert "at its last step minus at its first" in (out / "report.md").read_text()
     card = json.loads((out / "remedy_long" / "seed0" / "run_card.json").read_text())
     assert card["config"]["training"]["beta"] == 0.04 and card["final_step"] == 2
     # (the stand-in's random weights earn no reward, so no row trains and no kl is logged: tests/test_reference_kl.py)

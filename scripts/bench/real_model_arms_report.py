@@ -109,6 +109,27 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
             results["arms"][arm]["remedy_minus_dapo"] = {"mean": difference, "ci95": [low, high], "problems": problems}
             reading = _reading(low, high, "the remedy ahead", "the remedy behind")
             lines.append(f"| step {arm.split('@')[1]} | {_interval(difference, low, high)} | {reading} |")
+    later = {}  # each longer arm's last evaluated step against its first: did it keep its gain?
+    for arm in results["arms"]:
+        if "@" in arm:
+            later.setdefault(arm.split("@")[0], []).append(arm)
+    later = {base: sorted(steps, key=lambda a: int(a.split("@")[1])) for base, steps in later.items() if len(steps) > 1}
+    if later:
+        lines += ["", "Each longer arm at its last step minus at its first, pooled over the seeds evaluated at both and "
+                  "paired on problems:", "", "| arm | steps | per seed | pooled [95% CI] | reading |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for base, (first, last) in ((b, (steps[0], steps[-1])) for b, steps in later.items()):
+            before, after = seed_runs(values, first, args.seeds), seed_runs(values, last, args.seeds)
+            both = sorted(set(before) & set(after))
+            before, after = {k: before[k] for k in both}, {k: after[k] for k in both}
+            difference, (low, high), problems = paired_difference(seed_means(before), seed_means(after))
+            per_seed = {seed: paired_difference(before[seed], after[seed])[0] for seed in both}
+            results["arms"][last]["minus_first_step"] = {"mean": difference, "ci95": [low, high],
+                                                         "problems": problems, "per_seed": per_seed}  # fmt: skip
+            reading = _reading(low, high, "gained since", "lost since")
+            steps = f"{last.split('@')[1]} - {first.split('@')[1]}"
+            lines.append(f"| {base} | {steps} | {', '.join(f'{v:+.3f}' for v in per_seed.values())} | "
+                         f"{_interval(difference, low, high)} | {reading} |")  # fmt: skip
     lines += ["", "Budgets, per seed (from each DAPO run: the other arms are sized on them):", ""]
     for seed, budget in sorted(budgets.items()):
         lines.append(f"- seed {seed}: {budget['completions']} completions sampled, {budget['tokens_trained']} tokens "
