@@ -6,6 +6,7 @@ against a brute-force computation from the per-problem files."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import pytest
@@ -104,3 +105,12 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     again = real_model_arms.main(argv)["arms"]
     assert json.loads(json.dumps(again)) == json.loads(json.dumps(results["arms"]))
     assert json.loads((out / "timings.json").read_text()) == minutes
+    # --report-only reports what has finished and starts nothing: an evaluation taken away stays away
+    again = real_model_arms.main([*argv, "--arms", "rft", "sft_more", "--report-only"])["arms"]
+    assert json.loads(json.dumps(again["rft"])) == json.loads(json.dumps(results["arms"]["rft"]))
+    shutil.rmtree(out / "eval" / "rft_s1")
+    again = real_model_arms.main([*argv, "--arms", "rft", "sft_more", "--report-only"])["arms"]
+    assert not (out / "eval" / "rft_s1").exists() and list(again["rft"]["seeds"]) == [0]
+    assert "Not evaluated yet: rft_s1" in (out / "report.md").read_text()
+    with pytest.raises(SystemExit, match="no DAPO run"):
+        real_model_arms.main([*argv, "--demo-dir", str(tmp_path / "nothing"), "--report-only"])

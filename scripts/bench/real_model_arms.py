@@ -4,6 +4,7 @@ SmolLM2 cold start, at DAPO's sample budget, over seeds.
     python scripts/bench/real_model_arms.py                       # the arms x seeds 0 1 2, two jobs at a time
     python scripts/bench/real_model_arms.py --arms rft sft_more --seeds 0 1 2 --dry-run
     python scripts/bench/real_model_arms.py --fast --model DIR    # plumbing only (the test suite runs it on a stand-in)
+    python scripts/bench/real_model_arms.py --arms rft sft_more --report-only   # the report of what has finished
 
 The cold start and the DAPO runs are `scripts/demo_real.py --seeds ...`'s (run first when missing, reused when
 there; --demo-dir). Each other arm trains from that cold start once per seed with the repo's own recipe and
@@ -97,6 +98,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--model", type=Path, help="start from this model folder instead of SmolLM2 (demo_real's)")
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
     parser.add_argument("--dry-run", action="store_true", help="print the jobs and the time they should take")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write report.md from the evaluations that have finished; start nothing (safe beside "
+                             "a run in progress)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.long_evals != sorted(set(args.long_evals)) or args.long_evals[0] < 1:
         parser.error(f"--long-evals takes steps in increasing order, e.g. 40 60: got {args.long_evals}")
@@ -310,14 +314,19 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{runs} runs and their evaluations, about {minutes:.0f} min on {args.cores} cores past demo-real's "
               f"cold start and DAPO runs ({args.demo_dir})")  # fmt: skip
         return {}
-    demo_real.main(demo_argv(args))  # the cold start, DAPO per seed and their evaluations; skips what is done
-    cold_start = args.demo_dir / "sft"
+    missing = [stage for stage in stages if not (args.demo_dir / stage / "run_card.json").is_file()]
+    if args.report_only and missing:
+        raise SystemExit(f"--report-only: no DAPO run {', '.join(missing)} in {args.demo_dir} to size the arms on; "
+                         "run without --report-only first")  # fmt: skip
+    if not args.report_only:
+        demo_real.main(demo_argv(args))  # the cold start, DAPO per seed and their evaluations; skips what is done
     budgets = {seed: dapo_budget(args.demo_dir / stage) for stage, seed in stages.items()}
-    (args.output_dir / "logs").mkdir(parents=True, exist_ok=True)
-    jobs = arm_jobs(args, budgets, cold_start)
-    timings = run_jobs(jobs, args.cores, set())
-    saved = args.output_dir / "timings.json"  # minutes per job, kept across reruns that skip finished ones
-    saved.write_text(json.dumps({**(json.loads(saved.read_text()) if saved.is_file() else {}), **timings}, indent=1))
+    if not args.report_only:
+        (args.output_dir / "logs").mkdir(parents=True, exist_ok=True)
+        timings = run_jobs(arm_jobs(args, budgets, args.demo_dir / "sft"), args.cores, set())
+        saved = args.output_dir / "timings.json"  # minutes per job, kept across reruns that skip finished ones
+        saved.write_text(json.dumps({**(json.loads(saved.read_text()) if saved.is_file() else {}), **timings},
+                                    indent=1))  # fmt: skip
     evaluations = {"sft": args.demo_dir / "eval" / "sft"}
     evaluations |= {f"dapo_s{seed}": args.demo_dir / "eval" / stage for stage, seed in stages.items()}
     for name, _, _ in evaluated(args):
