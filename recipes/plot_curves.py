@@ -81,8 +81,8 @@ def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -
 
 
 def window_means(points: list[tuple[float, float]], size: int) -> dict[str, float]:
-    """The mean of the values logged at steps 1..size, size+1..2*size, ..., keyed "first-last"; a window
-    without a logged value is left out, and the last window is named by the steps it covers."""
+    """The mean of the values logged at steps 1..size, size+1..2*size, ..., keyed "first-last" (the window's
+    full span, even where the run stopped inside it); a window without a logged value is left out."""
     windows: dict[int, list[float]] = {}
     for step, value in points:
         windows.setdefault((int(step) - 1) // size, []).append(value)

@@ -314,11 +314,12 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{runs} runs and their evaluations, about {minutes:.0f} min on {args.cores} cores past demo-real's "
               f"cold start and DAPO runs ({args.demo_dir})")  # fmt: skip
         return {}
-    missing = [stage for stage in stages if not (args.demo_dir / stage / "run_card.json").is_file()]
-    if args.report_only and missing:
-        raise SystemExit(f"--report-only: no DAPO run {', '.join(missing)} in {args.demo_dir} to size the arms on; "
-                         "run without --report-only first")  # fmt: skip
-    if not args.report_only:
+    if args.report_only:
+        missing = [stage for stage in stages if not (args.demo_dir / stage / "run_card.json").is_file()]
+        if missing:
+            raise SystemExit(f"--report-only: no DAPO run {', '.join(missing)} in {args.demo_dir} to size the arms "
+                             "on; run without --report-only first")  # fmt: skip
+    else:
         demo_real.main(demo_argv(args))  # the cold start, DAPO per seed and their evaluations; skips what is done
     budgets = {seed: dapo_budget(args.demo_dir / stage) for stage, seed in stages.items()}
     if not args.report_only:

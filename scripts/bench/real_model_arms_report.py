@@ -118,7 +118,8 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
         lines += ["", "Each longer arm at its last step minus at its first, pooled over the seeds evaluated at both and "
                   "paired on problems:", "", "| arm | steps | per seed | pooled [95% CI] | reading |",
                   "|---|---|---|---|---|"]  # fmt: skip
-        for base, (first, last) in ((b, (steps[0], steps[-1])) for b, steps in later.items()):
+        for base, steps in later.items():
+            first, last = steps[0], steps[-1]
             before, after = seed_runs(values, first, args.seeds), seed_runs(values, last, args.seeds)
             both = sorted(set(before) & set(after))
             before, after = {k: before[k] for k in both}, {k: after[k] for k in both}
@@ -127,8 +128,8 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
             results["arms"][last]["minus_first_step"] = {"mean": difference, "ci95": [low, high],
                                                          "problems": problems, "per_seed": per_seed}  # fmt: skip
             reading = _reading(low, high, "gained since", "lost since")
-            steps = f"{last.split('@')[1]} - {first.split('@')[1]}"
-            lines.append(f"| {base} | {steps} | {', '.join(f'{v:+.3f}' for v in per_seed.values())} | "
+            span = f"{last.split('@')[1]} - {first.split('@')[1]}"
+            lines.append(f"| {base} | {span} | {', '.join(f'{v:+.3f}' for v in per_seed.values())} | "
                          f"{_interval(difference, low, high)} | {reading} |")  # fmt: skip
     lines += ["", "Budgets, per seed (from each DAPO run: the other arms are sized on them):", ""]
     for seed, budget in sorted(budgets.items()):
