@@ -16,7 +16,7 @@ from tests.conftest import REPO
 sys.path.insert(0, str(REPO / "scripts"))
 
 from scripts.bench import real_model_arms  # noqa: E402
-from scripts.bench.real_model_arms_report import arm_results, seed_means  # noqa: E402
+from scripts.bench.real_model_arms_report import arm_results, seed_means, seed_paired  # noqa: E402
 
 
 def test_arm_results_by_hand():
@@ -32,6 +32,30 @@ def test_arm_results_by_hand():
     low, high = result["pooled_gain"]["ci95"]
     assert -0.125 <= low <= result["pooled_gain"]["mean"] <= high <= 0.375
     assert seed_means(runs) == {"a": 0.375, "b": 0.75, "c": 0.875}
+
+
+def test_seed_paired_by_hand():
+    # seed k of `after` carried on from seed k of `before`; seed 2 has no `after` and is left out
+    before = {0: {"a": 0.0, "b": 0.5}, 1: {"a": 1.0, "b": 0.25}, 2: {"a": 0.0, "b": 0.0}}
+    after = {0: {"a": 0.5, "b": 0.5}, 1: {"a": 0.75, "b": 1.0}}
+    d = seed_paired(before, after)
+    assert d["per_seed"] == {0: pytest.approx(0.25), 1: pytest.approx((-0.25 + 0.75) / 2)}
+    # per problem the mean over seeds 0 and 1 of after - before: a (0.5 - 0.25) / 2, b (0 + 0.75) / 2
+    assert d["mean"] == pytest.approx((0.125 + 0.375) / 2) and d["problems"] == 2
+    assert 0.125 <= d["ci95"][0] <= d["mean"] <= d["ci95"][1] <= 0.375
+
+
+def test_an_arm_from_another_arms_model_waits_for_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(real_model_arms, "arm_argv", lambda arm, seed, *rest: ("grpo.py", tmp_path, [arm]))
+    args = real_model_arms.parse_args(["--arms", "dapo_after_sft", "--seeds", "0", "--output-dir", str(tmp_path)])
+    assert args.arms == ["dapo_after_sft", "sft_more"]  # the model it starts from is trained too
+    assert real_model_arms.parse_args([]).arms == real_model_arms.DEFAULT_ARMS  # and the default list is untouched
+    jobs = {job.name: job for job in real_model_arms.arm_jobs(args, {0: {}}, tmp_path / "cold")}
+    assert jobs["dapo_after_sft_s0"].after == ["sft_more_s0"] and jobs["sft_more_s0"].after == []
+    (tmp_path / "sft_more" / "seed0").mkdir(parents=True)
+    (tmp_path / "sft_more" / "seed0" / "run_card.json").write_text("{}")  # finished: nothing to wait for
+    jobs = {job.name: job for job in real_model_arms.arm_jobs(args, {0: {}}, tmp_path / "cold")}
+    assert "sft_more_s0" not in jobs and jobs["dapo_after_sft_s0"].after == []
 
 
 def test_a_control_arm_replaces_the_accuracy_reward_and_does_not_filter_on_it(tmp_path):
@@ -54,7 +78,7 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     argv = ["--fast", "--model", str(smol_standin_dir), "--demo-dir", str(demo), "--output-dir", str(out),
             "--seeds", "0", "1"]  # fmt: skip
     results = real_model_arms.main(argv)
-    default = [arm for arm in real_model_arms.ARMS if arm not in real_model_arms.LONG]
+    default = real_model_arms.DEFAULT_ARMS
     assert set(results["arms"]) == {"dapo", *default}
     for arm in default:
         assert (out / arm / "seed1" / "run_card.json").is_file()
@@ -75,6 +99,19 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     assert results["arms"]["rft"]["pooled_gain"]["mean"] == pytest.approx(pooled)
     report = (out / "report.md").read_text()
     assert "DAPO minus each arm" in report and real_model_arms.ARMS["format_only"] in report
+
+    # DAPO after continued SFT: trained from sft_more's model of the same seed, reported minus that model
+    after = real_model_arms.main([*argv, "--arms", "dapo_after_sft"])["arms"]
+    card = json.loads((out / "dapo_after_sft" / "seed1" / "run_card.json").read_text())
+    assert card["base_model"] == str(out / "sft_more" / "seed1")
+    start = [values(out / "eval" / f"sft_more_s{seed}") for seed in (0, 1)]
+    end = [values(out / "eval" / f"dapo_after_sft_s{seed}") for seed in (0, 1)]
+    by_hand = sum(end[0][k] + end[1][k] - start[0][k] - start[1][k] for k in cold) / 2 / len(cold)
+    assert after["dapo_after_sft"]["minus_start"]["mean"] == pytest.approx(by_hand)
+    assert after["dapo_after_sft"]["minus_start"]["per_seed"][1] == pytest.approx(
+        sum(end[1][k] - start[1][k] for k in cold) / len(cold)
+    )
+    assert "minus the model it trained from" in (out / "report.md").read_text()
 
     # the longer arms: evaluated at each step asked, KL to the cold start logged, the remedy's flags in its run
     long = real_model_arms.main([*argv[:-3], "--seeds", "0", "--arms", "dapo_long", "remedy_long", "--long-evals", "1",

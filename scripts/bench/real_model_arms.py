@@ -18,6 +18,8 @@ held-out problems:
                     tokens as that seed's DAPO run put through its loss
     random_reward   DAPO with math_accuracy replaced by a seeded coin flip (the `random` reward, p = 0.5)
     format_only     DAPO with math_accuracy replaced by `format_only` (1 for a readable boxed answer, right or wrong)
+    dapo_after_sft  DAPO as the demo runs it, from sft_more's model of the same seed instead of the cold start: what RL
+                    adds once SFT has had as many tokens (the report gives it minus sft_more, paired by seed)
 
 The controls keep DAPO's steps, and dynamic sampling filters on their summed reward (there is no accuracy reward
 to filter on; filtering on it would leak the verifier). Every GRPO arm runs in the precision its DAPO run resolved
@@ -60,6 +62,7 @@ ARMS = {
     "random_reward": "DAPO with a random 0/1 reward (control)",
     "format_only": "DAPO with a format-only reward (control)",
     "sft_more": "SFT continued on worked solutions, same trained tokens",
+    "dapo_after_sft": "DAPO from the continued-SFT model",
     # the collapse (issue: why the gain fell after step 50): DAPO past its 40 steps with KL to the cold start logged,
     # and the same with a remedy (--remedy), each evaluated at every --long-evals step; dapo_long continues the demo's
     # run from its last checkpoint where that is the same run (continued_from_demo), the remedy trains from step 0
@@ -67,6 +70,8 @@ ARMS = {
     "remedy_long": "DAPO, longer, with the remedy",
 }
 LONG = ("dapo_long", "remedy_long")
+STARTS = {"dapo_after_sft": "sft_more"}  # arms that train from another arm's model (same seed), not the cold start
+DEFAULT_ARMS = [arm for arm in ARMS if arm not in LONG and arm not in STARTS]
 # The remedy's default. Every step of dapo_lora.yaml is one optimizer step on one generation batch, so the policy that
 # sampled is the one that trains and the ratio is 1 (clip_ratio 0 in every step of the three 40-step runs):
 # clip-higher, Clip-Cov and KL-Cov act through that ratio and cannot act here. A KL term to the cold start can
@@ -76,7 +81,7 @@ REMEDY = "--beta 0.04"
 # a DAPO run of 40 steps took 19-22 min (docs/demo-real.md), dapo_long its 20 more; an evaluation 4 min; SFT 13-15 s a
 # step of 8 rows.
 MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "dapo_long": 13, "remedy_long": 33,
-           "eval": 4}  # fmt: skip
+           "dapo_after_sft": 30, "eval": 4}  # fmt: skip
 FAST = {
     "rft": ["--sampling", json.dumps({"n": 2, "max_new_tokens": 8, "batch_size": 8})],
     "sft": [],
@@ -89,7 +94,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demo-dir", type=Path, default=REPO / "artifacts" / "demo-real",
                         help="scripts/demo_real.py's output: the cold start (sft), the DAPO runs and their evaluations")  # fmt: skip
     parser.add_argument("--output-dir", type=Path, default=REPO / "artifacts" / "bench" / "real_model_arms")
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=[arm for arm in ARMS if arm not in LONG])
+    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=DEFAULT_ARMS,
+                        help=f"default: {' '.join(DEFAULT_ARMS)} (the arms at DAPO's budget; the others on request)")  # fmt: skip
     parser.add_argument("--long-evals", type=int, nargs="+", default=[40, 60],
                         help="the longer arms train to the last of these steps and are evaluated at each")  # fmt: skip
     parser.add_argument("--remedy", default=REMEDY, help=f"recipes/grpo.py flags of remedy_long (default {REMEDY!r})")
@@ -102,6 +108,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="write report.md from the evaluations that have finished; start nothing (safe beside "
                              "a run in progress)")  # fmt: skip
     args = parser.parse_args(argv)
+    args.arms = list(args.arms)  # not the default list itself
+    for arm, start in STARTS.items():
+        if arm in args.arms and start not in args.arms:
+            args.arms.append(start)  # reused when it has finished, trained first when not
     if args.long_evals != sorted(set(args.long_evals)) or args.long_evals[0] < 1:
         parser.error(f"--long-evals takes steps in increasing order, e.g. 40 60: got {args.long_evals}")
     if len(set(args.seeds)) != len(args.seeds):
@@ -206,6 +216,9 @@ def arm_argv(
                  str(math.gcd(*long_evals)), "--save_total_limit", str(steps), *budget["precision"]]  # fmt: skip
         flags += shlex.split(remedy) if arm == "remedy_long" else []
         return "grpo.py", config, [*data, *(FAST["grpo"] if fast else []), *flags]
+    if arm == "dapo_after_sft":  # the demo's DAPO run: its steps and precision, another starting model
+        return "grpo.py", config, [*data, "--max_steps", str(budget["steps"]), *budget["precision"],
+                                   *(FAST["grpo"] if fast else [])]  # fmt: skip
     dapo = yaml.safe_load(config.read_text())
     reward = {"name": "random", "weight": 1.0, "p": 0.5, "seed": seed} if arm == "random_reward" else {
         "name": "format_only", "weight": 1.0}  # fmt: skip
@@ -272,6 +285,10 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
         for seed in args.seeds:
             name, run_dir = f"{arm}_s{seed}", out / arm / f"seed{seed}"
             log = out / "logs" / f"{name}.log"
+            start_model, after = cold_start, []
+            if arm in STARTS:
+                start_model = out / STARTS[arm] / f"seed{seed}"
+                after = [] if finished(start_model, "run_card.json", False) else [f"{STARTS[arm]}_s{seed}"]
             if not finished(run_dir, "run_card.json", False):
                 script, config, flags = arm_argv(
                     arm, seed, budgets[seed], cold_start, args.fast, args.long_evals, args.remedy
@@ -280,10 +297,10 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
                 if script == "grpo.py" and any(run_dir.glob("checkpoint-*")):
                     flags += ["--resume_from_checkpoint", "true"]
 
-                def start(script=script, config=config, flags=flags, run_dir=run_dir, log=log):
-                    return recipe(script, config, cold_start, run_dir, flags, log), log
+                def start(script=script, config=config, flags=flags, run_dir=run_dir, log=log, model=start_model):
+                    return recipe(script, config, model, run_dir, flags, log), log
 
-                jobs.append(Job(name, 1, [], start))
+                jobs.append(Job(name, 1, after, start))
             for report_name, _, step in [entry for entry in evaluated(args) if entry[1] == arm]:
                 folder = out / "eval" / f"{report_name}_s{seed}"
                 if finished(folder, "done", False):
@@ -305,13 +322,14 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args = parse_args(argv)
     stages = demo_real.dapo_stages(args.seeds)  # stage -> seed
-    if args.dry_run:
-        runs = len(args.arms) * len(args.seeds)
-        evaluations = len(evaluated(args)) * len(args.seeds)
-        minutes = (
-            sum(MINUTES[arm] for arm in args.arms) * len(args.seeds) + evaluations * MINUTES["eval"]
-        ) / args.cores
-        print(f"{runs} runs and their evaluations, about {minutes:.0f} min on {args.cores} cores past demo-real's "
+    if args.dry_run:  # what is still to do: a finished training or evaluation is skipped by the run too
+        todo = [(arm, seed) for arm in args.arms for seed in args.seeds
+                if not finished(args.output_dir / arm / f"seed{seed}", "run_card.json", False)]  # fmt: skip
+        evaluations = sum(not finished(args.output_dir / "eval" / f"{name}_s{seed}", "done", False)
+                          for name, _, _ in evaluated(args) for seed in args.seeds)  # fmt: skip
+        runs = len(todo)
+        minutes = (sum(MINUTES[arm] for arm, _ in todo) + evaluations * MINUTES["eval"]) / args.cores
+        print(f"{runs} runs and {evaluations} evaluations to do, about {minutes:.0f} min on {args.cores} cores past demo-real's "
               f"cold start and DAPO runs ({args.demo_dir})")  # fmt: skip
         return {}
     if args.report_only:
@@ -332,7 +350,8 @@ def main(argv: list[str] | None = None) -> dict:
     evaluations |= {f"dapo_s{seed}": args.demo_dir / "eval" / stage for stage, seed in stages.items()}
     for name, _, _ in evaluated(args):
         evaluations |= {f"{name}_s{seed}": args.output_dir / "eval" / f"{name}_s{seed}" for seed in args.seeds}
-    return write_report(args, labels(args), budgets, evaluations)
+    starts = {arm: start for arm, start in STARTS.items() if arm in args.arms}
+    return write_report(args, labels(args), budgets, evaluations, starts)
 
 
 if __name__ == "__main__":

@@ -49,10 +49,23 @@ def seed_runs(values: dict[str, dict[str, float]], name: str, seeds) -> dict[int
     return {seed: values[f"{name}_s{seed}"] for seed in seeds if f"{name}_s{seed}" in values}
 
 
-def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluations: dict[str, Path]) -> dict:
+def seed_paired(before: dict[int, dict[str, float]], after: dict[int, dict[str, float]]) -> dict:
+    """`after` minus `before` where seed k of one is seed k of the other carried on (a later step, a next stage):
+    over the seeds both have, per seed and pooled (per problem the mean over seeds, bootstrapped over problems)."""
+    both = sorted(set(before) & set(after))
+    before, after = {k: before[k] for k in both}, {k: after[k] for k in both}
+    difference, (low, high), problems = paired_difference(seed_means(before), seed_means(after))
+    per_seed = {seed: paired_difference(before[seed], after[seed])[0] for seed in both}
+    return {"mean": difference, "ci95": [low, high], "problems": problems, "per_seed": per_seed}
+
+
+def write_report(
+    args, arms: dict[str, str], budgets: dict[int, dict], evaluations: dict[str, Path], starts: dict | None = None
+) -> dict:
     """report.md and results.json in args.output_dir from the finished evaluations (an arm with a seed still
     missing is reported on the seeds it has, and says so). `arms`: report name -> label, in the table's order;
-    `evaluations`: "<name>_s<seed>" -> eval.evaluate's folder, with "sft" (the cold start) and "dapo_s<seed>"."""
+    `evaluations`: "<name>_s<seed>" -> eval.evaluate's folder, with "sft" (the cold start) and "dapo_s<seed>";
+    `starts`: arm -> the arm whose model (same seed) it trained from, for the arm minus its start."""
     found = {name: folder for name, folder in evaluations.items() if (folder / "done").exists() or name == "sft"}
     found = {name: folder for name, folder in found.items() if any(folder.glob("*/per_problem.jsonl"))}
     values = {name: per_problem(folder, None, "pass@1")[1] for name, folder in found.items()}
@@ -120,17 +133,27 @@ def write_report(args, arms: dict[str, str], budgets: dict[int, dict], evaluatio
                   "|---|---|---|---|---|"]  # fmt: skip
         for base, steps in later.items():
             first, last = steps[0], steps[-1]
-            before, after = seed_runs(values, first, args.seeds), seed_runs(values, last, args.seeds)
-            both = sorted(set(before) & set(after))
-            before, after = {k: before[k] for k in both}, {k: after[k] for k in both}
-            difference, (low, high), problems = paired_difference(seed_means(before), seed_means(after))
-            per_seed = {seed: paired_difference(before[seed], after[seed])[0] for seed in both}
-            results["arms"][last]["minus_first_step"] = {"mean": difference, "ci95": [low, high],
-                                                         "problems": problems, "per_seed": per_seed}  # fmt: skip
-            reading = _reading(low, high, "gained since", "lost since")
+            d = seed_paired(seed_runs(values, first, args.seeds), seed_runs(values, last, args.seeds))
+            results["arms"][last]["minus_first_step"] = d
             span = f"{last.split('@')[1]} - {first.split('@')[1]}"
-            lines.append(f"| {base} | {span} | {', '.join(f'{v:+.3f}' for v in per_seed.values())} | "
-                         f"{_interval(difference, low, high)} | {reading} |")  # fmt: skip
+            lines.append(
+                f"| {base} | {span} | {', '.join(f'{v:+.3f}' for v in d['per_seed'].values())} | "
+                f"{_interval(d['mean'], *d['ci95'])} | {_reading(*d['ci95'], 'gained since', 'lost since')} |"
+            )
+    starts = {
+        arm: start for arm, start in (starts or {}).items() if arm in results["arms"] and start in results["arms"]
+    }
+    if starts:
+        lines += ["", "Each arm minus the model it trained from, seed by seed (seed k from that arm's seed k), pooled "
+                  "and paired on problems:", "", "| arm | from | per seed | pooled [95% CI] | reading |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        for arm, start in starts.items():
+            d = seed_paired(seed_runs(values, start, args.seeds), seed_runs(values, arm, args.seeds))
+            results["arms"][arm]["minus_start"] = {"start": start, **d}
+            lines.append(
+                f"| {labels[arm]} | {labels[start]} | {', '.join(f'{v:+.3f}' for v in d['per_seed'].values())}"
+                f" | {_interval(d['mean'], *d['ci95'])} | {_reading(*d['ci95'], 'gained', 'lost')} |"
+            )
     lines += ["", "Budgets, per seed (from each DAPO run: the other arms are sized on them):", ""]
     for seed, budget in sorted(budgets.items()):
         lines.append(f"- seed {seed}: {budget['completions']} completions sampled, {budget['tokens_trained']} tokens "
