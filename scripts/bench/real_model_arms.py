@@ -108,10 +108,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="write report.md from the evaluations that have finished; start nothing (safe beside "
                              "a run in progress)")  # fmt: skip
     args = parser.parse_args(argv)
-    args.arms = list(args.arms)  # not the default list itself
-    for arm, start in STARTS.items():
-        if arm in args.arms and start not in args.arms:
-            args.arms.append(start)  # reused when it has finished, trained first when not
+    # an arm's starting arm is reused when it has finished, trained first when not (a new list: not the default's)
+    args.arms = args.arms + [start for arm, start in STARTS.items() if arm in args.arms and start not in args.arms]
     if args.long_evals != sorted(set(args.long_evals)) or args.long_evals[0] < 1:
         parser.error(f"--long-evals takes steps in increasing order, e.g. 40 60: got {args.long_evals}")
     if len(set(args.seeds)) != len(args.seeds):
@@ -350,8 +348,7 @@ def main(argv: list[str] | None = None) -> dict:
     evaluations |= {f"dapo_s{seed}": args.demo_dir / "eval" / stage for stage, seed in stages.items()}
     for name, _, _ in evaluated(args):
         evaluations |= {f"{name}_s{seed}": args.output_dir / "eval" / f"{name}_s{seed}" for seed in args.seeds}
-    starts = {arm: start for arm, start in STARTS.items() if arm in args.arms}
-    return write_report(args, labels(args), budgets, evaluations, starts)
+    return write_report(args, labels(args), budgets, evaluations, STARTS)
 
 
 if __name__ == "__main__":

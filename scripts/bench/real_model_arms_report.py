@@ -59,6 +59,12 @@ def seed_paired(before: dict[int, dict[str, float]], after: dict[int, dict[str, 
     return {"mean": difference, "ci95": [low, high], "problems": problems, "per_seed": per_seed}
 
 
+def _seed_paired_cells(d: dict, better: str, worse: str) -> str:
+    """A seed_paired result as table cells: per seed | pooled [95% CI] | reading."""
+    per_seed = ", ".join(f"{value:+.3f}" for value in d["per_seed"].values())
+    return f"{per_seed} | {_interval(d['mean'], *d['ci95'])} | {_reading(*d['ci95'], better, worse)}"
+
+
 def write_report(
     args, arms: dict[str, str], budgets: dict[int, dict], evaluations: dict[str, Path], starts: dict | None = None
 ) -> dict:
@@ -136,10 +142,7 @@ def write_report(
             d = seed_paired(seed_runs(values, first, args.seeds), seed_runs(values, last, args.seeds))
             results["arms"][last]["minus_first_step"] = d
             span = f"{last.split('@')[1]} - {first.split('@')[1]}"
-            lines.append(
-                f"| {base} | {span} | {', '.join(f'{v:+.3f}' for v in d['per_seed'].values())} | "
-                f"{_interval(d['mean'], *d['ci95'])} | {_reading(*d['ci95'], 'gained since', 'lost since')} |"
-            )
+            lines.append(f"| {base} | {span} | {_seed_paired_cells(d, 'gained since', 'lost since')} |")
     starts = {
         arm: start for arm, start in (starts or {}).items() if arm in results["arms"] and start in results["arms"]
     }
@@ -150,10 +153,7 @@ def write_report(
         for arm, start in starts.items():
             d = seed_paired(seed_runs(values, start, args.seeds), seed_runs(values, arm, args.seeds))
             results["arms"][arm]["minus_start"] = {"start": start, **d}
-            lines.append(
-                f"| {labels[arm]} | {labels[start]} | {', '.join(f'{v:+.3f}' for v in d['per_seed'].values())}"
-                f" | {_interval(d['mean'], *d['ci95'])} | {_reading(*d['ci95'], 'gained', 'lost')} |"
-            )
+            lines.append(f"| {labels[arm]} | {labels[start]} | {_seed_paired_cells(d, 'gained', 'lost')} |")
     lines += ["", "Budgets, per seed (from each DAPO run: the other arms are sized on them):", ""]
     for seed, budget in sorted(budgets.items()):
         lines.append(f"- seed {seed}: {budget['completions']} completions sampled, {budget['tokens_trained']} tokens "
