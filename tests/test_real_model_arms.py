@@ -73,6 +73,23 @@ def test_a_control_arm_replaces_the_accuracy_reward_and_does_not_filter_on_it(tm
     assert flags[flags.index("--dataset_seed") + 1] == "1"  # DAPO's training problems
 
 
+def test_the_stale_arm_is_dapo_one_step_behind_on_both_cores(tmp_path):
+    budget = {"completions": 2560, "tokens_trained": 49000, "steps": 40, "dataset_name": "arithmetic:1-3",
+              "dataset_seed": 1, "precision": ["--sampling_dtype", "bfloat16", "--loss_dtype", "bfloat16"]}  # fmt: skip
+    script, config, flags = real_model_arms.arm_argv("dapo_stale", 1, budget, tmp_path, fast=False)
+    assert (script, config.name) == ("grpo.py", "dapo_lora.yaml") and "--rewards" not in flags  # DAPO's reward
+    assert flags[flags.index("--max_staleness") + 1] == "1" and flags[flags.index("--seed") + 1] == "1"
+    assert flags[flags.index("--vllm_importance_sampling_mode") + 1] == "token_truncate"
+    assert flags[flags.index("--max_steps") + 1] == "40" and flags[flags.index("--sampling_dtype") + 1] == "bfloat16"
+    assert "dapo_stale" not in real_model_arms.DEFAULT_ARMS
+    args = real_model_arms.parse_args(["--arms", "dapo_stale", "--seeds", "0", "--output-dir", str(tmp_path)])
+    jobs = {job.name: job for job in real_model_arms.arm_jobs(args, {0: budget}, tmp_path / "cold")}
+    assert jobs["dapo_stale_s0"].cores == 2 and jobs["eval_dapo_stale_s0"].cores == 1  # trainer and its worker
+    one_core = real_model_arms.parse_args([*["--arms", "dapo_stale", "--seeds", "0", "--cores", "1"],
+                                           "--output-dir", str(tmp_path)])  # fmt: skip
+    assert real_model_arms.arm_jobs(one_core, {0: budget}, tmp_path / "cold")[0].cores == 1  # still runs
+
+
 def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     demo, out = tmp_path / "demo-real", tmp_path / "arms"
     argv = ["--fast", "--model", str(smol_standin_dir), "--demo-dir", str(demo), "--output-dir", str(out),

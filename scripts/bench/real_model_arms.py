@@ -20,6 +20,9 @@ held-out problems:
     format_only     DAPO with math_accuracy replaced by `format_only` (1 for a readable boxed answer, right or wrong)
     dapo_after_sft  DAPO as the demo runs it, from sft_more's model of the same seed instead of the cold start: what RL
                     adds once SFT has had as many tokens (the report gives it minus sft_more, paired by seed)
+    dapo_stale      DAPO as the demo runs it, generating one step ahead in a rollout worker on the second core
+                    (max_staleness 1, token_truncate correction): what one step of staleness costs this model
+                    (the report's "DAPO minus each arm" row); it takes both cores
 
 The controls keep DAPO's steps, and dynamic sampling filters on their summed reward (there is no accuracy reward
 to filter on; filtering on it would leak the verifier). Every GRPO arm runs in the precision its DAPO run resolved
@@ -63,6 +66,7 @@ ARMS = {
     "format_only": "DAPO with a format-only reward (control)",
     "sft_more": "SFT continued on worked solutions, same trained tokens",
     "dapo_after_sft": "DAPO from the continued-SFT model",
+    "dapo_stale": "DAPO one step off-policy (max_staleness 1, rollout worker)",
     # the collapse (issue: why the gain fell after step 50): DAPO past its 40 steps with KL to the cold start logged,
     # and the same with a remedy (--remedy), each evaluated at every --long-evals step; dapo_long continues the demo's
     # run from its last checkpoint where that is the same run (continued_from_demo), the remedy trains from step 0
@@ -71,7 +75,10 @@ ARMS = {
 }
 LONG = ("dapo_long", "remedy_long")
 STARTS = {"dapo_after_sft": "sft_more"}  # arms that train from another arm's model (same seed), not the cold start
-DEFAULT_ARMS = [arm for arm in ARMS if arm not in LONG and arm not in STARTS]
+DEFAULT_ARMS = [arm for arm in ARMS if arm not in LONG and arm not in STARTS and arm != "dapo_stale"]
+# One step of staleness with the correction that did best on the tiny demo (docs/benchmarks.md); the trainer and its
+# rollout worker are a process each, so the arm's training job holds two cores.
+STALE = ["--max_staleness", "1", "--vllm_importance_sampling_mode", "token_truncate"]
 # The remedy's default. Every step of dapo_lora.yaml is one optimizer step on one generation batch, so the policy that
 # sampled is the one that trains and the ratio is 1 (clip_ratio 0 in every step of the three 40-step runs):
 # clip-higher, Clip-Cov and KL-Cov act through that ratio and cannot act here. A KL term to the cold start can
@@ -80,8 +87,9 @@ REMEDY = "--beta 0.04"
 # What each arm costs per seed on the 2-core machine (one process, one thread, beside another job), for --dry-run:
 # a DAPO run of 40 steps took 19-22 min (docs/demo-real.md), dapo_long its 20 more; an evaluation 4 min; SFT 13-15 s a
 # step of 8 rows.
+# dapo_stale: core-minutes (two cores for about 12 min; the bench's asynchronous step took 0.36x the synchronous one).
 MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "dapo_long": 13, "remedy_long": 33,
-           "dapo_after_sft": 30, "eval": 4}  # fmt: skip
+           "dapo_after_sft": 30, "dapo_stale": 24, "eval": 4}  # fmt: skip
 FAST = {
     "rft": ["--sampling", json.dumps({"n": 2, "max_new_tokens": 8, "batch_size": 8})],
     "sft": [],
@@ -214,8 +222,9 @@ def arm_argv(
                  str(math.gcd(*long_evals)), "--save_total_limit", str(steps), *budget["precision"]]  # fmt: skip
         flags += shlex.split(remedy) if arm == "remedy_long" else []
         return "grpo.py", config, [*data, *(FAST["grpo"] if fast else []), *flags]
-    if arm == "dapo_after_sft":  # the demo's DAPO run: its steps and precision, another starting model
-        return "grpo.py", config, [*data, "--max_steps", str(budget["steps"]), *budget["precision"],
+    if arm in ("dapo_after_sft", "dapo_stale"):  # the demo's DAPO run: its steps and precision, another start or lag
+        stale = STALE if arm == "dapo_stale" else []
+        return "grpo.py", config, [*data, "--max_steps", str(budget["steps"]), *budget["precision"], *stale,
                                    *(FAST["grpo"] if fast else [])]  # fmt: skip
     dapo = yaml.safe_load(config.read_text())
     reward = {"name": "random", "weight": 1.0, "p": 0.5, "seed": seed} if arm == "random_reward" else {
@@ -298,7 +307,7 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
                 def start(script=script, config=config, flags=flags, run_dir=run_dir, log=log, model=start_model):
                     return recipe(script, config, model, run_dir, flags, log), log
 
-                jobs.append(Job(name, 1, after, start))
+                jobs.append(Job(name, 2 if arm == "dapo_stale" and args.cores >= 2 else 1, after, start))
             for report_name, _, step in [entry for entry in evaluated(args) if entry[1] == arm]:
                 folder = out / "eval" / f"{report_name}_s{seed}"
                 if finished(folder, "done", False):
