@@ -42,8 +42,11 @@ def short_names(runs: list[str]) -> dict[str, str]:
     return {run: run for run in runs}
 
 
-def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -> dict[str, dict[str, list]]:
-    """Draw `metrics` (default: the usual ones the runs logged) for every run; returns what was drawn."""
+def plot_curves(
+    runs: list[Path], out: Path, metrics: list[str] | None = None, labels: list[str] | None = None
+) -> dict[str, dict[str, list]]:
+    """Draw `metrics` (default: the usual ones the runs logged) for every run, named by `labels` (one per run, in
+    order; default: short_names); returns what was drawn."""
     records = {str(run): read_records(run) for run in runs}
     logged = logged_metrics(records)
     if metrics is None:
@@ -60,7 +63,7 @@ def plot_curves(runs: list[Path], out: Path, metrics: list[str] | None = None) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = short_names(list(records))
+    names = dict(zip(records, labels, strict=True)) if labels else short_names(list(records))
     figure, axes = plt.subplots(1, len(drawn), figsize=(4.0 * len(drawn), 3.2), squeeze=False)
     for axis, (metric, by_run) in zip(axes[0], drawn.items(), strict=True):
         for run, points in by_run.items():
@@ -114,12 +117,17 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--metrics", nargs="+", default=None, help="metric names as logged, e.g. reward entropy")
     parser.add_argument("--windows", type=int, default=None, metavar="N",
                         help="also print each curve's mean over every N steps, as a markdown table")  # fmt: skip
+    parser.add_argument("--labels", nargs="+", default=None,
+                        help="the runs' names in the legend, one per run in order (default: the "
+                        "shortest ends of their paths that tell them apart)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.labels is not None and len(args.labels) != len(args.runs):
+        parser.error(f"--labels names {len(args.labels)} runs, but {len(args.runs)} are given: one label per run")
     if args.windows is not None and args.windows < 1:
         parser.error(f"--windows must be a number of steps, 1 or more (got {args.windows})")
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
     try:
-        drawn = plot_curves(args.runs, args.out, args.metrics)
+        drawn = plot_curves(args.runs, args.out, args.metrics, args.labels)
     except (FileNotFoundError, ValueError) as error:
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(2) from None

@@ -151,3 +151,20 @@ def test_plot_curves_legend_names_tell_runs_of_the_same_folder_name_apart():
         "out/dapo_long/seed0": "dapo_long/seed0", "out/remedy_long/seed0": "remedy_long/seed0",
         "out/dapo_long/seed1": "dapo_long/seed1"}  # fmt: skip
     assert plot_curves.short_names(["a/grpo", "b/dapo"]) == {"a/grpo": "grpo", "b/dapo": "dapo"}
+
+
+def test_plot_curves_labels_name_the_runs_in_the_legend(tmp_path, monkeypatch, capsys):
+    runs = [write_metrics(tmp_path / name, [{"step": 1, "loss": 1.0}]) for name in ("dapo", "seed0")]
+    legends = []
+    import matplotlib.axes
+
+    original = matplotlib.axes.Axes.legend
+    monkeypatch.setattr(matplotlib.axes.Axes, "legend", lambda axis, *a, **k: legends.append(
+        [line.get_label() for line in axis.get_lines()]) or original(axis, *a, **k))  # fmt: skip
+    out = tmp_path / "c.png"
+    plot_curves.main([*map(str, runs), "--metrics", "loss", "--labels", "sync s0", "stale s0", "--out", str(out)])
+    assert out.is_file() and legends == [["sync s0", "stale s0"]]
+    with pytest.raises(SystemExit) as exit_info:  # a label short: refused before anything is drawn
+        plot_curves.main([*map(str, runs), "--labels", "sync s0", "--out", str(tmp_path / "d.png")])
+    assert exit_info.value.code == 2 and "one label per run" in capsys.readouterr().err
+    assert not (tmp_path / "d.png").exists()
