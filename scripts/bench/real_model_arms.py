@@ -75,10 +75,15 @@ ARMS = {
 }
 LONG = ("dapo_long", "remedy_long")
 STARTS = {"dapo_after_sft": "sft_more"}  # arms that train from another arm's model (same seed), not the cold start
-DEFAULT_ARMS = [arm for arm in ARMS if arm not in LONG and arm not in STARTS and arm != "dapo_stale"]
-# One step of staleness with the correction that did best on the tiny demo (docs/benchmarks.md); the trainer and its
-# rollout worker are a process each, so the arm's training job holds two cores.
-STALE = ["--max_staleness", "1", "--vllm_importance_sampling_mode", "token_truncate"]
+# Arms that are the demo's DAPO run (its config, steps and precision) with these flags added: dapo_after_sft differs by
+# its starting model (STARTS), dapo_stale by one step of staleness with the correction that did best on the tiny demo
+# (docs/benchmarks.md).
+AS_DAPO = {
+    "dapo_after_sft": [],
+    "dapo_stale": ["--max_staleness", "1", "--vllm_importance_sampling_mode", "token_truncate"],
+}
+CORES = {"dapo_stale": 2}  # the trainer and its rollout worker, a process each; every other training job takes one
+DEFAULT_ARMS = [arm for arm in ARMS if arm not in LONG and arm not in AS_DAPO]  # the arms at DAPO's budget
 # The remedy's default. Every step of dapo_lora.yaml is one optimizer step on one generation batch, so the policy that
 # sampled is the one that trains and the ratio is 1 (clip_ratio 0 in every step of the three 40-step runs):
 # clip-higher, Clip-Cov and KL-Cov act through that ratio and cannot act here. A KL term to the cold start can
@@ -222,9 +227,8 @@ def arm_argv(
                  str(math.gcd(*long_evals)), "--save_total_limit", str(steps), *budget["precision"]]  # fmt: skip
         flags += shlex.split(remedy) if arm == "remedy_long" else []
         return "grpo.py", config, [*data, *(FAST["grpo"] if fast else []), *flags]
-    if arm in ("dapo_after_sft", "dapo_stale"):  # the demo's DAPO run: its steps and precision, another start or lag
-        stale = STALE if arm == "dapo_stale" else []
-        return "grpo.py", config, [*data, "--max_steps", str(budget["steps"]), *budget["precision"], *stale,
+    if arm in AS_DAPO:
+        return "grpo.py", config, [*data, "--max_steps", str(budget["steps"]), *budget["precision"], *AS_DAPO[arm],
                                    *(FAST["grpo"] if fast else [])]  # fmt: skip
     dapo = yaml.safe_load(config.read_text())
     reward = {"name": "random", "weight": 1.0, "p": 0.5, "seed": seed} if arm == "random_reward" else {
@@ -307,7 +311,7 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
                 def start(script=script, config=config, flags=flags, run_dir=run_dir, log=log, model=start_model):
                     return recipe(script, config, model, run_dir, flags, log), log
 
-                jobs.append(Job(name, 2 if arm == "dapo_stale" and args.cores >= 2 else 1, after, start))
+                jobs.append(Job(name, min(CORES.get(arm, 1), args.cores), after, start))
             for report_name, _, step in [entry for entry in evaluated(args) if entry[1] == arm]:
                 folder = out / "eval" / f"{report_name}_s{seed}"
                 if finished(folder, "done", False):
