@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import random
+import re
 import time
 
 import pytest
@@ -114,6 +117,85 @@ def test_parse_rejects_what_it_cannot_read(tests, message):
 )
 def test_outputs_match(actual, expected, tolerance, match):
     assert outputs_match(actual, expected, tolerance) is match
+
+
+def _whole_split_match(actual: str, expected: str, tolerance: float | None) -> bool:
+    """The comparison as it was written at b6ef81d (split both texts whole, then compare): the reference."""
+    actual_lines = [line.split() for line in actual.splitlines() if line.strip()]
+    expected_lines = [line.split() for line in expected.splitlines() if line.strip()]
+    if actual_lines == expected_lines:
+        return True
+    if tolerance is None or len(actual_lines) != len(expected_lines):
+        return False
+    for actual_line, expected_line in zip(actual_lines, expected_lines, strict=True):
+        if len(actual_line) != len(expected_line):
+            return False
+        for a, e in zip(actual_line, expected_line, strict=True):
+            try:
+                if a != e and not math.isclose(float(a), float(e), rel_tol=tolerance, abs_tol=tolerance):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+def test_outputs_match_agrees_with_splitting_both_texts_whole():
+    """Issue 58 made the comparison lazy; on 20,000 random texts built from every kind of whitespace that
+    str.split and str.splitlines know (line breaks, CRLF, form feeds, unit separators, Unicode spaces) it
+    decides as the whole split did, with and without a float tolerance."""
+    rng = random.Random(58)
+    alphabet = ["1", "2", "1.0", "1.0000001", "x", "-0", " ", "  ", "\t", "\n", "\r\n", "\r", "\x0b", "\x0c",
+                "\x1c", "\x1f", "\x85", "\u2028", "\u3000", "\xa0"]  # fmt: skip
+    decided = set()
+    for _ in range(20_000):
+        expected = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        if rng.random() < 0.5:  # the same tokens, other whitespace: the interesting half
+            actual = "".join(
+                piece if piece.strip() else rng.choice(alphabet[6:]) for piece in re.split(r"(\s+)", expected)
+            )
+        else:
+            actual = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        for tolerance in (None, 1e-6):
+            want = _whole_split_match(actual, expected, tolerance)
+            assert outputs_match(actual, expected, tolerance) is want, (actual, expected, tolerance)
+            decided.add(want)
+    assert decided == {True, False}
+
+
+class _CountedOutput(str):
+    """A program's output that counts what the comparison makes of it: the pieces split off, the searches."""
+
+    def split(self, sep=None, maxsplit=-1):
+        pieces = super().split(sep, maxsplit)
+        self.pieces.append(len(pieces))
+        return pieces
+
+    def find(self, *args):
+        self.searches += 1
+        return super().find(*args)
+
+    def splitlines(self, *args):
+        raise AssertionError("the program's output was split into lines")
+
+
+def _counted(text: str) -> _CountedOutput:
+    output = _CountedOutput(text)
+    output.pieces, output.searches = [], 0
+    return output
+
+
+@pytest.mark.parametrize("tolerance", [None, 1e-6])
+def test_comparing_a_flood_of_output_takes_one_token_more_than_the_expected_output(tolerance):
+    """The caller pays for the comparison (issue 58): a program's output is split into at most one token more
+    than the expected output holds, never into all its lines, and its line structure is read only when its
+    tokens agree. Counted, not timed (the timing is scripts/bench/caller_cost.py's)."""
+    flood = _counted("7\n" * 499_999)
+    assert outputs_match(flood, "7\n7\n", tolerance) is False
+    assert (flood.pieces, flood.searches) == ([3], 0)  # "7", "7", and the rest in one piece
+    blank = _counted("7" + " \n" * 499_999 + "8")
+    assert outputs_match(blank, "7\n8\n", tolerance) is True
+    assert (blank.pieces, blank.searches) == ([2], 2)  # the two tokens, then one search each
+    assert outputs_match("7\n" * 499_999, "7\n" * 499_999, tolerance) is True  # the expected output is the bound
 
 
 # ---------------------------------------------------------------- stdin/stdout problems
