@@ -18,7 +18,8 @@ program that wrote that down somewhere (any state that outlives the run, or anot
 could replay, run after run, what got past. So the judge works in two phases:
 
 1. Live, while the program runs: the tests execute with every answer replaced by `UNSEEN`, a stand-in
-   that is unequal to everything, empty, false and absorbs any operation; the real replies are only read
+   that plays a right answer: every comparison with it holds (`==`, `!=`, `<`, ... are all True), it is
+   true, empty to iteration and absorbs any operation (`_Unseen` says why); the real replies are only read
    and recorded, never decoded or compared. Every `assert` is rewritten to record its outcome and go on
    (`_AssertsGoOn`). What the tests ask, in which order and when, is therefore a function of the tests
    alone: the same for a right answer, a wrong one, an exception or no answer at all.
@@ -27,6 +28,13 @@ could replay, run after run, what got past. So the judge works in two phases:
    decoded and compared, and each case's verdict is reported. A call that differs from the one recorded
    at its place (a test whose next input depends on an earlier answer) cannot be answered without feedback:
    it fails its case, with that reason. Every built-in code set's canonical solutions pass this way (tests).
+
+The program's reply channel is read within bounds (`_Replies`): a reply past MAX_MESSAGE_BYTES is not read to
+its end (the judge stops at the limit, the case fails as "a reply past the size limit", and the live phase ends
+at once, so the launcher ends the program instead of waiting on a writer that nobody reads); end of file on the
+channel (the program ended, or closed its descriptors and lingers) ends the live phase too, and the launcher
+gives the program a moment to exit by itself (its exit status says why it ended) before it ends it
+(supervise.py). Either way the run's slot is free well within a second, not at the wall-clock ceiling.
 
 A case fails when an assert in it fails, when it raises, and also when any call it made to the candidate
 failed (the candidate raised, returned something that is not plain data, or died), even if the test code
@@ -185,23 +193,37 @@ def _compile(source: str, filename: str, live: bool):
     return compile(ast.fix_missing_locations(tree), filename, "exec")
 
 
+ENDED = "the program ended"  # what a call gets once the reply channel is at its end (see _Replies)
+TOO_LONG = "a reply past the size limit"
+AFTER_TOO_LONG = "not answered: an earlier reply of the run was past the size limit, and the program was stopped"
+LINGERED = "the program ended: it closed its reply channel without exiting, and was stopped"
+
+
 class _Replies:
-    """Lines from the sandbox, each at most MAX_MESSAGE_BYTES, as bytes; None once the program has gone."""
+    """Lines from the sandbox, each at most MAX_MESSAGE_BYTES, as bytes; None once the channel is over.
+
+    `closed` says why it is over: None while it is open, ENDED at end of file (the program ended, or closed
+    its end), TOO_LONG when a line ran past the limit. The judge reads at most MAX_MESSAGE_BYTES plus one
+    read's worth of a line, never the rest of it: a 200 MB reply without a newline costs it 9 MB, and
+    the program, blocked on a pipe nobody reads, is ended by the launcher once the live phase is over."""
 
     def __init__(self, fd: int):
-        self.fd, self.buffer, self.closed = fd, bytearray(), False
+        self.fd, self.buffer, self.closed = fd, bytearray(), None
 
     def next(self) -> bytes | None:
         # Only the bytes that arrived since the last look are searched for the end of the line, and they are
         # appended in place: an 8 MB reply read in pipe-sized chunks is linear work for the judge, not quadratic.
         searched = 0
         while (end := self.buffer.find(b"\n", searched)) < 0:
-            if self.closed or len(self.buffer) > protocol.MAX_MESSAGE_BYTES:
-                self.closed = True
+            if self.closed:
+                return None
+            if len(self.buffer) > protocol.MAX_MESSAGE_BYTES:
+                self.closed = TOO_LONG
+                self.buffer = bytearray()
                 return None
             data = os.read(self.fd, 1 << 20)
             if not data:
-                self.closed = True
+                self.closed = ENDED
                 return None
             searched = len(self.buffer)
             self.buffer += data
@@ -278,25 +300,30 @@ class _Phase:
 
 
 def _live(spec: dict, seed: int, requests_fd: int, replies: _Replies) -> dict[int, list]:
-    """Run the tests while the program runs, every answer UNSEEN: each case's calls, (request, raw reply)."""
-    record: dict[int, list[tuple[bytes, bytes | None]]] = {}
+    """Run the tests while the program runs, every answer UNSEEN: each case's calls, (request, raw reply), where
+    a reply that was not had is the reason (a str) instead. Once the reply channel is over, the calls left are
+    still made (what the tests ask does not depend on the answers), each recorded as the program having ended."""
+    record: dict[int, list[tuple[bytes, bytes | str]]] = {}
     kept = 0
 
     def answer(case: int, request: bytes, failures: list) -> _Unseen:
         nonlocal kept
-        reply = None
-        if not replies.closed:
+        reply: bytes | str | None = None
+        already_over = replies.closed is not None
+        if not already_over:
             try:
                 unsent = request
                 while unsent:
                     unsent = unsent[os.write(requests_fd, unsent) :]
                 reply = replies.next()
             except OSError:  # the program's side has gone
-                replies.closed = True
-        if reply is not None:
+                replies.closed = ENDED
+        if reply is None:  # the call whose reply ran past the limit fails with that reason; later ones, unanswered
+            reply = ENDED if replies.closed == ENDED else AFTER_TOO_LONG if already_over else TOO_LONG
+        else:
             kept += len(reply)
             if kept > MAX_RECORDED_BYTES:
-                reply = b""  # not kept: the call fails its case, after the run
+                reply = TOO_LONG  # not kept: the call fails its case, after the run
         record.setdefault(case, []).append((request, reply))
         return UNSEEN
 
@@ -326,10 +353,10 @@ def _verdicts(spec: dict, seed: int, record: dict[int, list], report) -> None:
                 )
             cursors[case] = found + 1
             reply = calls[found][1]
-            if reply is None:
-                raise CandidateFailed("the program ended")
+            if isinstance(reply, str):  # ENDED or TOO_LONG
+                raise CandidateFailed(reply)
             if len(reply) > protocol.MAX_MESSAGE_BYTES or not reply:
-                raise CandidateFailed("a reply past the size limit")
+                raise CandidateFailed(TOO_LONG)
             message = protocol.loads(reply)
             if "ok" not in message:
                 raise CandidateFailed(f"the candidate raised {str(message.get('error'))[:300]}")
@@ -349,8 +376,10 @@ def _verdicts(spec: dict, seed: int, record: dict[int, list], report) -> None:
 def judge(spec: dict, requests_fd: int, replies_fd: int, report, live_over) -> None:
     """Judge the program behind the two pipes against `spec`'s cases; `report(index, passed, detail)` each.
 
-    `live_over(program_ended)` is called between the two phases and returns once the program's side is gone
-    (the launcher ends it, unless it `program_ended` by itself); only then are answers decoded and compared."""
+    `live_over(channel_ended)` is called between the two phases and returns once the program's side is gone:
+    the launcher ends it at once, or, where `channel_ended` (end of file on its replies: it has most likely
+    exited), after a moment's grace to exit by itself; it returns whether the side had to be ended for
+    outliving that grace. Only then are answers decoded and compared."""
     replies = _Replies(replies_fd)
     sys.setrecursionlimit(10_000)
     seed = int.from_bytes(os.urandom(8), "little")
@@ -360,12 +389,17 @@ def judge(spec: dict, requests_fd: int, replies_fd: int, report, live_over) -> N
     except protocol.NotPlainData:
         first = None
     if not first or first.get("ready") is not True:
-        live_over(replies.closed)
-        why = (
-            "the program ended before it was ready" if not first else f"the solution raised {first.get('setup_error')}"
-        )
+        lingered = live_over(replies.closed == ENDED) and replies.closed == ENDED
+        if first:
+            why = f"the solution raised {first.get('setup_error')}"
+        elif lingered:
+            why = "the program closed its reply channel before it was ready, without exiting, and was stopped"
+        else:
+            why = f"{replies.closed or ENDED} before it was ready"
         report(-1, False, str(why)[:300])
         return
     record = _live(spec, seed, requests_fd, replies)
-    live_over(replies.closed)
+    if live_over(replies.closed == ENDED) and replies.closed == ENDED:  # it closed its channel and stayed
+        record = {case: [(request, LINGERED if reply == ENDED else reply) for request, reply in calls]
+                  for case, calls in record.items()}  # fmt: skip
     _verdicts(spec, seed, record, report)

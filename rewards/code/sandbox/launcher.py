@@ -225,9 +225,11 @@ def start_judge(config: dict) -> int | None:
             def report_case(index: int, passed: bool, detail: str) -> None:
                 report(config, "case", index=index, passed=passed, detail=detail)
 
-            def live_over(program_ended: bool) -> None:
-                os.write(done[1], b"E" if program_ended else b"K")
-                os.read(go[0], 1)  # returns once the program's side is gone (or at end of file: the launcher died)
+            def live_over(channel_ended: bool) -> bool:
+                os.write(done[1], b"E" if channel_ended else b"K")
+                # returns once the program's side is gone (or at end of file: the launcher died): whether it was
+                # ended for having closed its channel without exiting
+                return os.read(go[0], 1) == b"k"
 
             sandbox_judge.judge(config["judge"], to_program[1], from_program[0], report_case, live_over)
             report(config, "judged")
