@@ -28,6 +28,8 @@ libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 null = os.open("/dev/null", os.O_RDWR)
 here = os.open(".", os.O_RDONLY)
+scratch = os.open("scratch", os.O_RDWR | os.O_CREAT)
+os.ftruncate(scratch, mmap.PAGESIZE)
 page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE)
 address = ctypes.addressof(ctypes.c_char.from_buffer(page))
 buffer, size = ctypes.create_string_buffer(256), ctypes.c_uint(8)
@@ -47,6 +49,8 @@ probes = {{
     "shmget": ("shmget", 0, 4096, 0o1600), "mq_open": ("mq_open", b"rlvr", 0o102, 0o600, None),
     "pidfd_open": ("pidfd_open", os.getpid(), 0), "clone(CLONE_PIDFD)": ("clone", 0x1000 | 17, 0, buffer, 0, 0),
     "mmap(MAP_SHARED|MAP_ANONYMOUS)": ("mmap", 0, mmap.PAGESIZE, 3, 0x21, -1, 0),
+    "mmap(MAP_SHARED, a file)": ("mmap", 0, mmap.PAGESIZE, 3, 0x01, scratch, 0),
+    "mmap(MAP_SHARED_VALIDATE, a file)": ("mmap", 0, mmap.PAGESIZE, 3, 0x03, scratch, 0),
     "mmap(MAP_HUGETLB)": ("mmap", 0, 2 << 20, 3, 0x40022, -1, 0),
     "getsockopt(SO_COOKIE)": ("getsockopt", 0, 1, 57, buffer, ctypes.byref(size)),
     "flock": ("flock", null, 2), "fcntl(F_SETLK)": ("fcntl", null, 6, lock), "fcntl(F_GETLK)": ("fcntl", null, 5, lock),
@@ -59,7 +63,8 @@ denied = {{label: call(*args) for label, args in probes.items() if args[0] in N}
 works = {{"futex(private FUTEX_WAKE)": call("futex", address, 129, 1, None, None, 0),
           "fcntl(F_GETFD)": call("fcntl", null, 1, 0), "sched_getaffinity": len(os.sched_getaffinity(0)) > 0}}
 os.write(null, b"still a device")
-works["/dev/zero"] = open("/dev/zero", "rb").read(3) == bytes(3)
+works["no /dev/zero"] = not os.path.exists("/dev/zero")
+works["a file mapped privately"] = mmap.mmap(scratch, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE)[:1] == bytes(1)
 print(json.dumps({{"denied": denied, "works": works, "proc": os.path.exists("/proc")}}))
 """
 NAMES = ["pipe2", "socket", "socketpair", "memfd_create", "shmget", "mq_open", "pidfd_open", "clone", "mmap"]
@@ -72,12 +77,13 @@ def test_shared_kernel_state_is_refused_inside_and_the_rest_still_works():
     assert result.status == "ok", result.stderr
     report = json.loads(result.stdout)
     assert report["denied"] == {label: "EPERM" for label in report["denied"]}
-    assert len(report["denied"]) == 22  # every probe's call exists on x86_64 and aarch64
+    assert len(report["denied"]) == 24  # every probe's call exists on x86_64 and aarch64
     assert report["works"] == {
         "futex(private FUTEX_WAKE)": "allowed",
         "fcntl(F_GETFD)": "allowed",
         "sched_getaffinity": True,
-        "/dev/zero": True,
+        "no /dev/zero": True,
+        "a file mapped privately": True,
     }
     assert report["proc"] is False  # /proc/<pid> inode numbers come from the same counter as pipes'
 
@@ -110,11 +116,11 @@ def test_device_nodes_are_the_runs_own():
     require(
         os.geteuid() == 0, "only root may make device nodes; a user namespace binds the host's (the filter closes them)"
     )
-    code = "import os\nfor name in ('null', 'zero', 'urandom'):\n    s = os.stat('/dev/' + name)\n"
+    code = "import os\nfor name in ('null', 'full', 'urandom'):\n    s = os.stat('/dev/' + name)\n"
     code += "    print(s.st_dev, s.st_ino, s.st_rdev)\n"
     result = run_python(code)
     assert result.status == "ok", result
-    for line, name in zip(result.stdout.splitlines(), ("null", "zero", "urandom"), strict=True):
+    for line, name in zip(result.stdout.splitlines(), ("null", "full", "urandom"), strict=True):
         device, inode, rdev = map(int, line.split())
         host = os.stat(f"/dev/{name}")
         assert rdev == host.st_rdev  # the same device

@@ -19,8 +19,10 @@ MNT_DETACH = 2
 # All a program needs of /dev, as (name, minor) of the memory devices (major 1). Made anew in each run's own
 # /dev (as root), not bound from the host: locks, leases and watches on the host's /dev/null are state that
 # every run alive at once shares (issue 37). Where mknod is not ours to make (a user namespace), the host's
-# nodes are bound, and the seccomp filter takes away the calls that would share state through them.
-DEVICES = (("null", 3), ("zero", 5), ("full", 7), ("random", 8), ("urandom", 9))
+# nodes are bound, and the seccomp filter takes away the calls that would share state through them. No
+# /dev/zero (issue 58): a shared map of it is a new inode of the kernel's internal tmpfs, which moves the
+# inode counter that later runs read (the filter refuses shared maps too; this is the second wall).
+DEVICES = (("null", 3), ("full", 7), ("random", 8), ("urandom", 9))
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}.get(os.uname().machine, -1)
 SANDBOX_TMP = "/tmp"  # where the new root is built (a tmpfs over the host's /tmp, in our mount namespace only)
 

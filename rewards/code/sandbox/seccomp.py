@@ -52,7 +52,7 @@ NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0
 MADV_COLD, MADV_PAGEOUT = 20, 21
 _KEYCTL = {"x86_64": 250, "aarch64": 219}  # keyctl's number, for a fresh session keyring without libseccomp
 CLONE_PIDFD = 0x1000
-MAP_SHARED, MAP_ANONYMOUS, MAP_HUGETLB = 0x01, 0x20, 0x40000  # MAP_SHARED_VALIDATE (0x03) includes MAP_SHARED
+MAP_SHARED, MAP_HUGETLB = 0x01, 0x40000  # MAP_SHARED_VALIDATE (0x03) includes MAP_SHARED
 FUTEX_PRIVATE_FLAG = 128
 SOL_SOCKET, SO_COOKIE, SO_NETNS_COOKIE = 1, 57, 71
 # fcntl's lock, lease and directory-notification commands: F_GETLK, F_SETLK, F_SETLKW (the same numbers as
@@ -146,9 +146,11 @@ def _rules() -> list[tuple[str, int, list[tuple[int, int, int, int]]]]:
     # clone's flags are its first argument on x86_64 and aarch64; clone3's are in memory, out of a filter's reach
     rules += [("clone", errno.EPERM, [(0, CMP_MASKED_EQ, flag, flag)]) for flag in NAMESPACE_FLAGS]
     rules += [("clone", errno.EPERM, [(0, CMP_MASKED_EQ, CLONE_PIDFD, CLONE_PIDFD)]), ("clone3", errno.ENOSYS, [])]
-    # a shared anonymous mapping is an inode of the kernel's internal tmpfs; a huge-page one, of hugetlbfs
-    shared_anonymous = MAP_SHARED | MAP_ANONYMOUS
-    rules += [("mmap", errno.EPERM, [(3, CMP_MASKED_EQ, shared_anonymous, shared_anonymous)])]
+    # No shared mapping at all (issue 58). A shared anonymous one is a new inode of the kernel's internal tmpfs,
+    # and so is a shared map of /dev/zero, which the filter cannot tell from a shared map of any other file (it
+    # sees the descriptor's number, not what it is): 500 of them moved the next run's stdin inode number by 500.
+    # A huge-page mapping is an inode of hugetlbfs. MAP_SHARED_VALIDATE (0x03) has the MAP_SHARED bit too.
+    rules += [("mmap", errno.EPERM, [(3, CMP_MASKED_EQ, MAP_SHARED, MAP_SHARED)])]
     rules += [("mmap", errno.EPERM, [(3, CMP_MASKED_EQ, MAP_HUGETLB, MAP_HUGETLB)])]
     # a futex without FUTEX_PRIVATE_FLAG is keyed by the inode of a shared mapping: another run's wake reaches it
     rules += [("futex", errno.EPERM, [(1, CMP_MASKED_EQ, FUTEX_PRIVATE_FLAG, 0)])]
