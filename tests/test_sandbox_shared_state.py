@@ -16,6 +16,8 @@ import json
 import os
 import signal
 
+import pytest
+
 from rewards.code.sandbox import cgroup as sandbox_cgroup
 from rewards.code.sandbox import run_python
 from tests.support.learners import syscall_numbers
@@ -108,6 +110,14 @@ print(sorted(results.get() for _ in range(4)), total[0])
 """
     result = run_python(code, timeout_s=10)
     assert (result.status, result.stdout) == ("ok", "[0, 1, 2, 3] 4000\n"), result
+
+
+def test_numpy_still_runs_without_shared_maps():
+    """Issue 58 refused every shared map: numpy's import, its BLAS and its linear algebra map nothing shared."""
+    pytest.importorskip("numpy", reason="numpy is installed with torch; without it there is nothing to allow")
+    code = "import numpy as np\na = np.arange(16.0).reshape(4, 4)\nprint(int((a @ a).trace()), round(np.linalg.det(a + np.eye(4)), 6))"
+    result = run_python(code, packages=("numpy",), timeout_s=10)
+    assert (result.status, result.stdout) == ("ok", "1060 -49.0\n"), result
 
 
 def test_device_nodes_are_the_runs_own():

@@ -156,8 +156,8 @@ def outputs_match(actual: str, expected: str, float_tolerance: float | None = No
     tokens is refused without being split whole; only when the tokens agree is the line structure compared,
     by the whitespace between them, with string searches. Every step is a C loop over the text at most once:
     the worst output under the 1 MB cap costs about what reading it costs. At b6ef81d the output was split
-    whole into lines, then tokens: 499,999 short lines cost the trainer ~160-230 ms of CPU a case
-    (scripts/bench/caller_cost.py measures it).
+    whole into lines, then tokens: 499,999 short lines cost the trainer ~160-220 ms of CPU a case, 98x a short
+    answer's; now 1.6x (scripts/bench/caller_cost.py measures it).
     """
     wanted = expected.split()
     got = actual.split(None, len(wanted))  # one element more than wanted: there are more tokens than wanted
