@@ -36,6 +36,7 @@ from eval import budget
 from eval.cli import FlagParser, UserInputError, check_model
 from eval.report import format_outcomes, format_table, outcome_shares, plot_pass_at_k, problem_metrics, summarize
 from eval.runner import scored_chunks
+from eval.sampler import VLLMUnavailableError, require_vllm
 from eval.sampling_options import add_sampling_flags, options_from_flags
 from tasks.files import write_atomic, write_jsonl
 
@@ -280,9 +281,11 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     try:
+        if args.backend == "vllm":
+            require_vllm("--backend vllm", "--backend transformers (or auto: vLLM where it is installed)")
         check_model(args.model)
         return run(args)
-    except (UserInputError, DatasetNotFoundError, SchemaError) as error:
+    except (UserInputError, DatasetNotFoundError, SchemaError, VLLMUnavailableError) as error:
         sys.stderr.write(f"error: {error}\n")
         raise SystemExit(2) from None
 

@@ -212,6 +212,26 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+class VLLMUnavailableError(ValueError):
+    """vLLM was asked for by name (`use_vllm: true`, `backend: vllm`) where it cannot be imported."""
+
+
+def require_vllm(asked_by: str, instead: str) -> None:
+    """Refuse, in one line that says what to do, a run that names vLLM where it is not installed.
+
+    Why: without it the run got as far as TRL's vLLM module and ended in `AttributeError: module
+    'trl.generation.vllm_generation' has no attribute 'LLM'` (and the evaluator in an ImportError traceback)."""
+    if vllm_available():
+        return
+    import sys
+
+    raise VLLMUnavailableError(
+        f"{asked_by} asks for vLLM, which is not installed for {sys.executable}: install its CPU build with "
+        "`make setup-vllm` (then run with .venv-vllm/bin/python) or a GPU build (`pip install vllm`), or sample "
+        f"without it: {instead}"
+    )
+
+
 def resolve_backend(backend: str) -> str:
     """ "auto" made concrete: vLLM where it is installed, else transformers; any other name as it is. vLLM is the
     faster sampler on a GPU and on a CPU too (its CPU build: 2.2x eval.decoding's tokens/s in fp32, 3.4x in bf16,

@@ -11,6 +11,7 @@ import pytest
 from eval import sampler as sampler_module
 from eval.sampler import resolve_backend
 from eval.sampling_options import SamplingOptions
+from recipes.common.checks import ConfigError
 from recipes.common.config import parse_recipe_args
 from recipes.stages.grpo.arguments import GRPOScriptArguments
 from recipes.stages.grpo.config import RLVRGRPOConfig
@@ -48,6 +49,11 @@ def test_grpo_generates_with_vllm_where_it_is_installed_unless_told(installed, t
     out = ["--output_dir", str(tmp_path)]
     assert grpo_config(*out).use_vllm is installed
     assert grpo_config(*out, "--use_vllm", "false").use_vllm is False
+    if not installed:  # asked for by name where it is not installed: one line with the fix (issue 57)
+        for switch in (["--use_vllm", "true"], ["--use_vllm", "--max_steps", "3"]):
+            with pytest.raises(ConfigError, match=r"use_vllm: true asks for vLLM.*make setup-vllm.*--use_vllm false"):
+                grpo_config(*out, *switch)
+        return
     assert grpo_config(*out, "--use_vllm", "true").use_vllm is True
     assert grpo_config(*out, "--use_vllm", "--max_steps", "3").use_vllm is True  # a bare switch, as TRL's bools
 
@@ -69,5 +75,46 @@ def test_a_config_that_asks_for_the_rollout_worker_keeps_compact_generation_wher
     assert config(*out).max_staleness == 0 and config(*out).use_vllm is installed
     assert config(*out, "--max_staleness", "1").use_vllm is False
     assert config(*out, "--partial_rollout_tokens", "96").use_vllm is False  # partial rollouts: compact's too
-    assert config(*out, "--use_vllm", "true").use_vllm is True
+    if installed:
+        assert config(*out, "--use_vllm", "true").use_vllm is True
     assert grpo_config(*out, "--rollout_worker", "true").use_vllm is False
+
+
+RECIPES_THAT_SAMPLE = [
+    ("grpo", ["--use_vllm", "true"], "use_vllm: true", "--use_vllm false"),
+    ("rejection_sampling", ["--sampling", "{backend: vllm}"], "sampling: {backend: vllm}", "backend: transformers"),
+    ("distill", ["--sampling", "{backend: vllm}"], "sampling: {backend: vllm}", "backend: transformers"),
+    ("reward_model", ["--sampling", "{backend: vllm}"], "sampling: {backend: vllm}", "backend: transformers"),
+]
+
+
+@pytest.mark.parametrize("recipe, flags, asked, instead", RECIPES_THAT_SAMPLE, ids=[r[0] for r in RECIPES_THAT_SAMPLE])
+def test_vllm_named_where_it_is_not_installed_is_one_line_and_exit_2(recipe, flags, asked, instead, tmp_path, capsys):
+    """Issue 57: at b6ef81d `--use_vllm true` without vLLM ended in TRL's AttributeError (no attribute 'LLM'), and
+    `--backend vllm` in a traceback. Each recipe that samples, and the evaluator, now say what to do."""
+    import importlib
+
+    if sampler_module.vllm_available():
+        pytest.skip("vLLM is installed here: nothing to refuse")
+    module = importlib.import_module(f"recipes.{recipe}")
+    with pytest.raises(SystemExit) as stop:
+        module.make_parser().run(module.main, [*flags, "--output_dir", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    message = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(message) == 1 and asked in message[0] and "make setup-vllm" in message[0] and instead in message[0]
+    assert not (tmp_path / "out").exists()  # refused before anything loads or is written
+
+
+def test_the_evaluator_refuses_backend_vllm_where_it_is_not_installed(tmp_path, capsys):
+    from eval import evaluate
+
+    if sampler_module.vllm_available():
+        pytest.skip("vLLM is installed here: nothing to refuse")
+    model = tmp_path / "no-such-model"  # refused before the model is looked for
+    with pytest.raises(SystemExit) as stop:
+        evaluate.main(
+            ["--model", str(model), "--dataset", "x.jsonl", "--backend", "vllm", "--output-dir", str(tmp_path)]
+        )
+    assert stop.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error[-1].startswith("error: --backend vllm asks for vLLM") and "--backend transformers" in error[-1]

@@ -207,10 +207,28 @@ def validate_config(*configs) -> None:
                     "the newest one in output_dir"
                 )
             _check_not_damaged(resume)
+        _check_vllm_installed(config)
     for config in configs:  # a check that reads two of the dataclasses (grpo.py: the rewards and variance_rewards)
         check_with = getattr(config, "check_with", None)
         if callable(check_with):
             check_with(*configs)
+
+
+def _check_vllm_installed(config) -> None:
+    """vLLM named where it is not installed (`use_vllm: true`, which every GPU GRPO config sets, or a sampling
+    mapping's `backend: vllm`): one line that says how to install it or how to do without (eval.sampler)."""
+    from eval.sampler import VLLMUnavailableError, require_vllm
+    from eval.sampling_options import SamplingOptions
+
+    try:
+        if getattr(config, "use_vllm", None) is True:
+            require_vllm("use_vllm: true", "--use_vllm false (the recipe's own sampler)")
+        for item in dataclasses.fields(config):
+            value = getattr(config, item.name, None)
+            if isinstance(value, SamplingOptions) and value.backend == "vllm":
+                require_vllm(f"{item.name}: {{backend: vllm}}", f"--{item.name} '{{backend: transformers}}'")
+    except VLLMUnavailableError as error:
+        raise ConfigError(str(error)) from None
 
 
 def require_single_process(recipe: str) -> None:
