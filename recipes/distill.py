@@ -30,6 +30,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
+from recipes.common.checkpoints import finished_run
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
 from recipes.common.model import load_tokenizer, resolve_model_path
@@ -39,7 +40,7 @@ from recipes.common.traces import evaluate_model, load_eval_rows
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.distill.stages import distill_offline, distill_on_policy, on_policy_config
 from recipes.stages.distill.student import TokenizerMismatchError, make_student
-from tasks.files import write_json
+from tasks.files import read_json, write_json
 from tasks.schema import load_rows
 
 logger = logging.getLogger("recipes.distill")
@@ -59,8 +60,17 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
         logger.warning("on-policy stage on %d processes: held-out evaluation is off", state.num_processes)
         script_args.eval_samples_per_problem = 0
     output_dir = Path(training_args.output_dir)
+    stages = {}  # stage -> (its folder, its training options)
+    if script_args.mode != "on_policy":
+        stages["offline"] = (output_dir / "student", training_args)
     if script_args.mode != "offline":  # its options checked now, not after the offline stage
-        on_policy_config(training_args, script_args.on_policy, output_dir / "on_policy")
+        stages["on_policy"] = (
+            output_dir / "on_policy",
+            on_policy_config(training_args, script_args.on_policy, output_dir / "on_policy"),
+        )
+    if finished := _finished(output_dir, stages, training_args.resume_from_checkpoint):
+        logger.info(finished)
+        return Path(read_json(output_dir / "distill_stats.json")["final_student"])
     set_seed(training_args.seed)
     if_missing = "cold_start" if script_args.demo_model_if_missing else None
     teacher = resolve_model_path(script_args.teacher_model_name_or_path, if_missing=if_missing)
@@ -100,6 +110,17 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
         if evaluation:
             logger.info("%s: student held-out pass@1 %.3f", stage, evaluation["pass@1"])
     return Path(student)
+
+
+def _finished(output_dir: Path, stages: dict, resume) -> str | None:
+    """One line when a resumed distillation has nothing left to do: its report is written and every stage it runs
+    reached its end (recipes.common.checkpoints.finished_run, on the stage's own folder); else None."""
+    if not (output_dir / "distill_stats.json").is_file():
+        return None
+    said = [finished_run(args, folder, resume) for folder, args in stages.values()]
+    if not all(said):
+        return None
+    return f"{output_dir} has finished (distill_stats.json is written): " + "; ".join(said)
 
 
 def make_parser() -> RecipeParser:

@@ -12,12 +12,12 @@ Each round (R1 uses one large round of this after reasoning RL; ReST-EM and STaR
   4. SFT on the kept samples: from the starting model every round (`train_from: base`, ReST-EM), or from
      the previous round's model (`train_from: previous`);
   5. evaluate pass@1 on held-out problems.
-Round K writes `round_K/dataset.jsonl` as soon as it is sampled and `round_K/stats.json` (problems
-solved, new problems solved, samples kept, pass@1 before and after; recipes/stages/rejection_sampling/rounds.py); a rerun
-skips a complete round and trains a sampled one from its dataset, unless the model, the data or the
-options changed since (recipes/common/fingerprint.py): then it and the rounds after it are redone. The
-loop stops early when a round solves no problem that earlier rounds had not. At the end, `summary.json`
-and `run_card.json` in output_dir list the rounds and name the final model.
+Round K writes `round_K/dataset.jsonl` as soon as it is sampled and `round_K/stats.json` (problems solved, new
+problems solved, samples kept, pass@1 before and after; recipes/stages/rejection_sampling/rounds.py); a rerun skips a complete
+round and trains a sampled one from its dataset, unless the model, the data or the options changed since
+(recipes/common/fingerprint.py): then it and the rounds after it are redone. The loop stops early when a round solves
+no problem that earlier rounds had not. At the end, `summary.json` and `run_card.json` in output_dir list the rounds
+and name the final model. A finished run's rerun writes nothing.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
 from recipes.common.traces import evaluate_model, load_eval_rows
+from recipes.stages.rejection_sampling import rounds
 from recipes.stages.rejection_sampling.arguments import RejectionSamplingArguments
-from recipes.stages.rejection_sampling.rounds import previously_solved, read_round, round_fingerprint, sample_round
 from recipes.stages.rejection_sampling.state import Phase
 from tasks.files import read_jsonl, write_json
 from tasks.schema import load_rows
@@ -54,19 +54,18 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
     set_seed(training_args.seed)
     if_missing = "cold_start" if script_args.demo_model_if_missing else None
     base_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
-    # the SFT of each round needs a template that can end turns with EOS and mask the loss: say so before
-    # the baseline evaluation and all the sampling, not after them
+    # each round's SFT needs a template that ends turns with EOS and masks the loss: said before any sampling
     check_chat_template(load_tokenizer(base_path, model_args.model_revision), training_args)
     rows = list(load_rows(script_args))
     eval_rows = load_eval_rows(script_args)
     output_dir = Path(training_args.output_dir)
     logger.info("%d training problems from %s, %d held out", len(rows), script_args.dataset_name, len(eval_rows))
 
-    fingerprint = round_fingerprint(script_args, training_args, base_path)
-    current, history = base_path, []
+    fingerprint = rounds.round_fingerprint(script_args, training_args, base_path)
+    current, history, worked = base_path, [], False
     for k in range(1, script_args.num_rounds + 1):
         round_dir = output_dir / f"round_{k}"
-        state = read_round(round_dir, k, fingerprint)
+        state = rounds.read_round(round_dir, k, fingerprint)
         if state.finished:
             logger.info("round %d: complete in %s, skipped", k, round_dir)
             history.append(state)
@@ -74,16 +73,17 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
                 break
             current = state.model
             continue
+        worked = True
 
         if state.phase is Phase.SAMPLED:  # sampled, then interrupted
             logger.info("round %d: reusing the samples in %s", k, round_dir / "dataset.jsonl")
             kept = read_jsonl(round_dir / "dataset.jsonl")
         else:
-            kept, state = sample_round(
+            kept, state = rounds.sample_round(
                 script_args, current, rows, eval_rows, round_dir=round_dir, k=k, seed=training_args.seed,
                 fingerprint=fingerprint, previous=history[-1] if history else None,
             )  # fmt: skip
-        new = {row["id"] for row in kept if not row.get("rationalized")} - previously_solved(output_dir, k)
+        new = {row["id"] for row in kept if not row.get("rationalized")} - rounds.previously_solved(output_dir, k)
         state.new_problems_solved = len(new)
         logger.info(
             "round %d: %d problems solved (%d new), %d samples kept",
@@ -116,6 +116,8 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
         if before and after:
             logger.info("round %d: held-out pass@1 %.3f -> %.3f", k, before["pass@1"], after["pass@1"])
 
+    if not worked and rounds.left_as_it_was(output_dir, len(history)):  # a rerun of a finished run
+        return Path(current)
     summary = {"rounds": [state.to_json() for state in history], "final_model": str(current)}
     write_json(output_dir / "summary.json", summary)
     write_run_card(

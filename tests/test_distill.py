@@ -32,7 +32,7 @@ def test_offline_then_on_policy_distillation_into_a_smaller_fresh_student(guessi
     write_jsonl(tmp_path / "train.jsonl", rows_with_gold("7", "train", 1500))
     write_jsonl(tmp_path / "eval.jsonl", rows_with_gold("7", "eval", 1000))
     out = tmp_path / "distill"
-    args = parse(
+    argv = (
         "--teacher_model_name_or_path", str(guessing_model_dir), "--demo_model_if_missing", "false",
         "--student_spec", STUDENT, "--mode", "both", "--output_dir", str(out),
         "--dataset_name", str(tmp_path / "train.jsonl"), "--eval_dataset_name", str(tmp_path / "eval.jsonl"),
@@ -41,7 +41,7 @@ def test_offline_then_on_policy_distillation_into_a_smaller_fresh_student(guessi
         "--per_device_train_batch_size", "16", "--logging_steps", "20",
         "--on_policy", '{"max_steps": 2, "max_completion_length": 16, "per_device_train_batch_size": 8, "logging_steps": 1, "learning_rate": 1e-4}',
     )  # fmt: skip
-    final = distill.main(*args)
+    final = distill.main(*parse(*argv))
 
     stats = json.loads((out / "distill_stats.json").read_text())
     teacher = AutoModelForCausalLM.from_pretrained(guessing_model_dir)
@@ -63,6 +63,11 @@ def test_offline_then_on_policy_distillation_into_a_smaller_fresh_student(guessi
     assert json.loads((final / "run_card.json").read_text())["stage"] == "on_policy"
     card = json.loads((out / "run_card.json").read_text())
     assert card["recipe"] == "distill" and card["final_student"] == str(final)
+
+    # Resumed after the end (a preemptible job's relaunch line): left as it is, the same final student (issue 57).
+    files = {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
+    assert distill.main(*parse(*argv, "--resume_from_checkpoint", "true")) == final
+    assert {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()} == files
 
 
 def test_options_are_checked_with_their_names(tmp_path):

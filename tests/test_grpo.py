@@ -11,6 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 
+from eval.sampler import vllm_available
 from recipes import grpo
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.monitor import RLVRMonitor
@@ -63,6 +64,8 @@ def test_every_recipe_config_in_the_repo_parses():
         if "loss_type" not in raw and not path.name.startswith("sft"):
             continue  # not a recipe config (e.g. a data_filters pipeline)
         cpu = ["--bf16", "false"] if raw.get("bf16") else []
+        if raw.get("use_vllm") and not vllm_available():  # asked for by name, vLLM must be there (issue 57)
+            cpu += ["--use_vllm", "false"]
         if path.name.startswith("sft"):
             _, training_args, _ = parse_recipe_args((sft.SFTScriptArguments, SFTConfig, ModelConfig), str(path), cpu)
         else:

@@ -84,6 +84,8 @@ def test_one_round_raises_pass_at_1_and_keeps_only_verified_samples(guessing_mod
     with monkeypatch.context() as patch:
         patch.setattr(rs, "train_sft", fail)
         patch.setattr(rounds, "collect_traces", fail)
+        patch.setattr(rs, "write_json", fail)  # and the finished run is left as it is (issue 57): no file rewritten
+        patch.setattr(rs, "write_run_card", fail)
         assert rs.main(*run) == final
 
     # Interrupted after sampling (stats say sampled, not complete): the samples are reused, the model retrained.

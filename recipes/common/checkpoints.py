@@ -114,6 +114,55 @@ def resume_point(training_args, output_dir: str, model=None) -> str | None:
     return resume
 
 
+def finished_run(training_args, output_dir: str | Path | None = None, resume: str | None = None) -> str | None:
+    """One line saying that the run to be resumed has already finished, or None (then train as asked).
+
+    A resume (`resume_from_checkpoint` true, last or a path) whose checkpoint's saved state reached this run's
+    end: `max_steps`, or, where max_steps is -1, the epochs the state was saved for (num_train_epochs not
+    raised). Why: at b6ef81d rerunning a finished run with `--resume_from_checkpoint true` trained one more step,
+    then another at each rerun, and overwrote the final model; a preemptible job's relaunch line would do that
+    every time it ran after the end. Raising `max_steps` (or num_train_epochs) continues the run instead.
+    `output_dir` and `resume` stand in for training_args' own where a stage trains in a folder of its own."""
+    resume = training_args.resume_from_checkpoint if resume is None else resume
+    if not isinstance(resume, str) or resume.lower() in ("", "false"):
+        return None
+    output_dir = training_args.output_dir if output_dir is None else output_dir
+    newest = resume.lower() in ("true", "last")
+    checkpoint = last_complete_checkpoint(output_dir) if newest else resume
+    if checkpoint is not None and (Path(checkpoint) / TRAINER_STATE).is_file():
+        state = json.loads((Path(checkpoint) / TRAINER_STATE).read_text())
+        where = f"{Path(checkpoint).name} is at step"
+    elif newest and (state := _state_in_run_card(output_dir)):  # a run that saved no checkpoint (save_strategy no)
+        checkpoint, where = output_dir, "its run card says it ended at step"
+    else:
+        return None
+    step, max_steps = int(state.get("global_step", 0)), training_args.max_steps
+    if max_steps > 0:
+        if step < max_steps:
+            return None
+        end, longer = f"max_steps {max_steps}", "raise --max_steps"
+    else:
+        epochs, saved_for = training_args.num_train_epochs, state.get("num_train_epochs")
+        if saved_for is None or step < int(state.get("max_steps", step + 1)) or epochs > saved_for:
+            return None
+        end, longer = f"num_train_epochs {epochs:g}", "raise --num_train_epochs"
+    return (
+        f"{output_dir} has finished: {where} {step}, the end of this run ({end}); "
+        f"nothing trained, saved or appended. To train on, {longer}; to start afresh, give a new --output_dir"
+    )
+
+
+def _state_in_run_card(output_dir: str | Path) -> dict | None:
+    """What a finished run's run_card.json says of its end, in trainer_state.json's terms, or None."""
+    try:
+        card = json.loads((Path(output_dir) / "run_card.json").read_text())
+        training = card.get("config", {}).get("training", {})
+        return {"global_step": int(card["final_step"]), "max_steps": int(card["final_step"]),
+                "num_train_epochs": training.get("num_train_epochs")}  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def train_resuming(trainer, training_args, output_dir: str | Path):
     """`trainer.train()` by the one resume rule (`resume_point`): every recipe's training runs through here (the
     SFT step, GRPO, the reward model, on-policy distillation; tests/test_architecture.py checks that no other

@@ -206,6 +206,7 @@ def validate_config(*configs) -> None:
                     f"resume_from_checkpoint {resume!r} does not exist; give a checkpoint-* folder, or 'true' for "
                     "the newest one in output_dir"
                 )
+            _check_holds_a_checkpoint(resume, output_dir)
             _check_not_damaged(resume)
         _check_vllm_installed(config)
     for config in configs:  # a check that reads two of the dataclasses (grpo.py: the rewards and variance_rewards)
@@ -241,6 +242,29 @@ def require_single_process(recipe: str) -> None:
             "sampling: {backend: vllm} to use several GPUs. For a large SFT, train on its dataset.jsonl with "
             "`accelerate launch recipes/sft.py --dataset_name <output_dir>/.../dataset.jsonl`."
         )
+
+
+def _check_holds_a_checkpoint(folder: str, output_dir: str | None) -> None:
+    """A path given to resume from must be a checkpoint: a folder the Trainer wrote its state into. Why: a run's
+    output_dir (or any other folder) given here ended in transformers' "Can't find a valid checkpoint" traceback
+    after the model had loaded. One line naming what was looked for and the checkpoints that do exist."""
+    from recipes.common.checkpoints import complete_checkpoints
+    from recipes.common.interrupt import TRAINER_STATE
+
+    if (Path(folder) / TRAINER_STATE).is_file():
+        return
+    places = dict.fromkeys(str(place) for place in (folder, output_dir) if place and Path(place).is_dir())
+    found = [str(checkpoint) for place in places for checkpoint in complete_checkpoints(place)]
+    there = (
+        f"the complete checkpoints there: {', '.join(found[:5])}{' ...' if len(found) > 5 else ''}"
+        if found
+        else f"none was found in {' or '.join(places)}"
+    )
+    raise ConfigError(
+        f"resume_from_checkpoint {folder!r} holds no checkpoint (looked for {TRAINER_STATE}, which the Trainer "
+        f"writes last into each checkpoint-N folder); {there}. Give one of them, or 'true' for the newest in "
+        "output_dir"
+    )
 
 
 def _check_not_damaged(checkpoint: str) -> None:

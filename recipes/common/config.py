@@ -19,6 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from recipes.common.checkpoints import finished_run
 from recipes.common.checks import ConfigError, check_launch, validate_config
 from recipes.common.config_defaults import checkpointing_by_its_new_name, ddp_defaults, device_defaults
 from rewards.names import did_you_mean
@@ -191,13 +192,13 @@ def parse_recipe_args(
 ) -> tuple:
     """Parse the recipe's dataclasses from `argv`, reading `default_config` when no `--config` is given.
 
-        `default_config` is a path relative to recipes/configs/ (or absolute). What this adds to TrlParser: nested
-        options (`--rewards`, `--curriculum`, `--on_policy` ...) are YAML/JSON on the command line and a mapping is
-        merged into the YAML's, not put in its place; negative numbers are values, not flags; a multi-process
-        launch without a GPU trains with gloo (recipes.common.checks.check_launch); on a machine without a GPU a
-    config that leaves bf16 and activation recomputation unset gets them off (recipes.common.config_defaults),
-    not TRL's GPU defaults; and the whole config,
-        TRL's fields included, is checked before anything loads (`ConfigError`, a ValueError, on a mistake).
+    `default_config` is a path relative to recipes/configs/ (or absolute). What this adds to TrlParser: nested
+    options (`--rewards`, `--curriculum`, `--on_policy` ...) are YAML/JSON on the command line and a mapping is
+    merged into the YAML's, not put in its place; negative numbers are values, not flags; a multi-process
+    launch without a GPU trains with gloo (recipes.common.checks.check_launch); on a machine without an
+    accelerator a config that leaves bf16, activation recomputation and pinned memory unset gets them off
+    (recipes.common.config_defaults.WITHOUT_AN_ACCELERATOR), not TRL's GPU defaults; and the whole config,
+    TRL's fields included, is checked before anything loads (`ConfigError`, a ValueError, on a mistake).
     """
     import yaml
 
@@ -297,6 +298,11 @@ def run_recipe_cli(
         parsed = parse_recipe_args(dataclass_types, default_config, argv, description)
     except ValueError as error:  # ConfigError, and the dataclasses' own checks in __post_init__
         _exit_with(error)
+    training_args = next((args for args in parsed if hasattr(args, "resume_from_checkpoint")), None)
+    finished = finished_run(training_args) if training_args is not None else None
+    if finished:  # a relaunch after the end: say so and leave the run as it is (exit 0)
+        logger.info(finished)
+        return Path(training_args.output_dir)
     interrupted = False
     try:
         result = run_recipe(main, parsed, user_errors)

@@ -70,6 +70,7 @@ class RLVRMonitor(TrainerCallback):
         self.hacking: dict | None = None  # the first suspected divergence: where it began, where it was seen
         self.warnings: list[dict] = []
         self._warned = set()
+        self._last: tuple[dict, int] | None = None  # the last record written, and its line's length in bytes
 
     def _warn(self, kind: str, step: int, message: str) -> None:
         self.warnings.append({"step": step, "kind": kind, "message": message})
@@ -86,6 +87,8 @@ class RLVRMonitor(TrainerCallback):
         if state.global_step > 0:
             kept = [line for line in self.path.read_text().splitlines() if _step_of(line) <= state.global_step]
             write_atomic(self.path, "".join(line + "\n" for line in kept))
+            if kept and _step_of(kept[-1]) == state.global_step:  # the checkpoint's own step: merged into, not
+                self._last = (json.loads(kept[-1]), len(kept[-1].encode()) + 1)  # written again
             return
         aside = self.path.with_name(f"metrics.previous-{self.path.stat().st_mtime_ns}.jsonl")
         self.path.replace(aside)
@@ -100,9 +103,7 @@ class RLVRMonitor(TrainerCallback):
         if not state.is_world_process_zero:
             return
         record = {"step": step, **{key: value for key, value in logs.items() if _is_number(value)}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        self._write(record)
         std_mean = logs.get("groups/std_mean")
         if std_mean is not None:
             self.low_std_streak = self.low_std_streak + 1 if std_mean < self.std_threshold else 0
@@ -149,6 +150,19 @@ class RLVRMonitor(TrainerCallback):
                 "every reward is constant over this log window: the policy cannot change its reward, so the loss "
                 "is 0. Check the answer column, the answer extraction and the chat template.",
             )
+
+    def _write(self, record: dict) -> None:
+        """Append `record`, one line a step: a second log at the step of the last line (the Trainer's end-of-run
+        summary, a held-out evaluation at a logged step) is merged into that line, its keys added, so that
+        metrics.jsonl never holds a step twice (issue 57: a finished run's file read ..., 40, 40)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "ab") as handle:
+            if self._last is not None and self._last[0]["step"] == record["step"] and handle.tell() >= self._last[1]:
+                handle.truncate(handle.tell() - self._last[1])  # drop the last line, written again merged below
+                record = {**self._last[0], **record}
+            line = (json.dumps(record) + "\n").encode()
+            handle.write(line)
+        self._last = (record, len(line))
 
     def _watch_gold(self, step: int, logs: dict, control, main: bool = True) -> None:
         """The reward-hacking check (see the module docstring) on this log and the `patience` before it."""
@@ -201,6 +215,17 @@ def fitted_change(xs: list[float], ys: list[float]) -> float:
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value))
+
+
+# What the Trainer logs once, at the end of a run (merged into the last step's line of metrics.jsonl; a file
+# written before that merge has it as a line of its own, holding these, the step and the epoch)
+RUN_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos", "train_loss")
+
+
+def without_run_summary(record: dict) -> dict | None:
+    """A metrics.jsonl record with the end-of-run summary taken out, or None where nothing of a step is left."""
+    kept = {key: value for key, value in record.items() if key not in RUN_SUMMARY_KEYS}
+    return kept if set(kept) - {"step", "epoch"} else None
 
 
 def _step_of(line: str) -> float:

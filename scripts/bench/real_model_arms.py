@@ -53,6 +53,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import demo_real  # noqa: E402
 from demo_real import CONFIGS, Job, evaluation, finished, recipe, run_jobs  # noqa: E402
 
+from recipes.common.monitor import without_run_summary  # noqa: E402
 from scripts.bench.real_model_arms_report import write_report  # noqa: E402
 from scripts.bench.sample_efficiency_runs import rewards_flags  # noqa: E402
 
@@ -283,8 +284,9 @@ def continued_from_demo(arm: str, seed: int, args: argparse.Namespace, run_dir: 
         return
     run_dir.mkdir(parents=True, exist_ok=True)
     shutil.copytree(checkpoint, run_dir / checkpoint.name)
-    records = (stage / "metrics.jsonl").read_text().splitlines()  # its steps' curves, less the end-of-run summary
-    (run_dir / "metrics.jsonl").write_text("".join(f"{r}\n" for r in records if '"train_runtime"' not in r))
+    records = [json.loads(line) for line in (stage / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = [kept for kept in map(without_run_summary, records) if kept]  # its steps' curves, less the run's summary
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in steps))
     logger.info("dapo_long seed %d continues %s from step %d", seed, checkpoint, step)
 
 

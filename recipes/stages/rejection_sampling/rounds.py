@@ -108,3 +108,15 @@ def sample_round(
     sampler.close()
     state = RoundState(k, Phase.SAMPLED, str(model_path), counts, fingerprint, pass_at_1_before=before)
     return kept, state
+
+
+def left_as_it_was(output_dir: Path, rounds: int) -> bool:
+    """True, saying so in one line, where a rerun found every round complete and unchanged and the run's summary
+    written (issue 57: a finished run is left alone: nothing sampled, trained or written again)."""
+    if not (output_dir / "summary.json").is_file():
+        return False
+    logger.info(
+        "%s has finished: its %d round(s) are complete and unchanged; nothing sampled, trained or written. For more "
+        "rounds, raise --num_rounds; to start afresh, give a new --output_dir", output_dir, rounds,
+    )  # fmt: skip
+    return True

@@ -29,12 +29,9 @@ could replay, run after run, what got past. So the judge works in two phases:
    at its place (a test whose next input depends on an earlier answer) cannot be answered without feedback:
    it fails its case, with that reason. Every built-in code set's canonical solutions pass this way (tests).
 
-The program's reply channel is read within bounds (`_Replies`): a reply past MAX_MESSAGE_BYTES is not read to
-its end (the judge stops at the limit, the case fails as "a reply past the size limit", and the live phase ends
-at once, so the launcher ends the program instead of waiting on a writer that nobody reads); end of file on the
-channel (the program ended, or closed its descriptors and lingers) ends the live phase too, and the launcher
-gives the program a moment to exit by itself (its exit status says why it ended) before it ends it
-(supervise.py). Either way the run's slot is free well within a second, not at the wall-clock ceiling.
+Replies are read within bounds (`_Replies`, issue 58): one past MAX_MESSAGE_BYTES fails its case unread and ends
+the live phase at once; end of file (the program ended, or closed its channel and lingers) ends it too, the
+program getting a moment to exit by itself (supervise.py). Either way its slot is free within a second.
 
 A case fails when an assert in it fails, when it raises, and also when any call it made to the candidate
 failed (the candidate raised, returned something that is not plain data, or died), even if the test code
@@ -202,10 +199,8 @@ LINGERED = "the program ended: it closed its reply channel without exiting, and 
 class _Replies:
     """Lines from the sandbox, each at most MAX_MESSAGE_BYTES, as bytes; None once the channel is over.
 
-    `closed` says why it is over: None while it is open, ENDED at end of file (the program ended, or closed
-    its end), TOO_LONG when a line ran past the limit. The judge reads at most MAX_MESSAGE_BYTES plus one
-    read's worth of a line, never the rest of it: a 200 MB reply without a newline costs it 9 MB, and
-    the program, blocked on a pipe nobody reads, is ended by the launcher once the live phase is over."""
+    `closed` says why it is over: None while open, ENDED at end of file, TOO_LONG when a line ran past the limit,
+    of which at most one read more than MAX_MESSAGE_BYTES is read (a 200 MB reply without a newline costs 9 MB)."""
 
     def __init__(self, fd: int):
         self.fd, self.buffer, self.closed = fd, bytearray(), None
