@@ -10,6 +10,7 @@ import struct
 import pytest
 
 from recipes import plot_curves, sft
+from recipes.stages.plot_curves import figure as curve_figure
 from tests.conftest import REPO
 
 
@@ -135,7 +136,7 @@ def test_plot_curves_windows_prints_the_mean_of_every_n_steps(tmp_path, capsys):
         [{"step": 1, "entropy": 0.5}, {"step": 2, "entropy": 0.3}, {"step": 3, "entropy": 0.1, "kl": 0.2},
          {"step": 5, "kl": 0.6}, {"step": 7, "entropy": 0.9}],
     )  # fmt: skip
-    assert plot_curves.window_means([(1, 0.5), (2, 0.3), (3, 0.1), (7, 0.9)], 3) == {"1-3": 0.3, "7-9": 0.9}
+    assert curve_figure.window_means([(1, 0.5), (2, 0.3), (3, 0.1), (7, 0.9)], 3) == {"1-3": 0.3, "7-9": 0.9}
     plot_curves.main([str(run), "--metrics", "entropy", "kl", "--windows", "3", "--out", str(tmp_path / "c.png")])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| metric | run | 1-3 | 4-6 | 7-9 |"
@@ -147,23 +148,23 @@ def test_plot_curves_windows_prints_the_mean_of_every_n_steps(tmp_path, capsys):
 
 def test_plot_curves_legend_names_tell_runs_of_the_same_folder_name_apart():
     runs = ["out/dapo_long/seed0", "out/remedy_long/seed0", "out/dapo_long/seed1"]
-    assert plot_curves.short_names(runs) == {
+    assert curve_figure.short_names(runs) == {
         "out/dapo_long/seed0": "dapo_long/seed0", "out/remedy_long/seed0": "remedy_long/seed0",
         "out/dapo_long/seed1": "dapo_long/seed1"}  # fmt: skip
-    assert plot_curves.short_names(["a/grpo", "b/dapo"]) == {"a/grpo": "grpo", "b/dapo": "dapo"}
+    assert curve_figure.short_names(["a/grpo", "b/dapo"]) == {"a/grpo": "grpo", "b/dapo": "dapo"}
 
 
 def test_plot_curves_labels_name_the_runs_in_the_legend(tmp_path, monkeypatch, capsys):
     runs = [write_metrics(tmp_path / name, [{"step": 1, "loss": 1.0}]) for name in ("dapo", "seed0")]
     legends = []
-    import matplotlib.axes
+    import matplotlib.figure
 
-    original = matplotlib.axes.Axes.legend
-    monkeypatch.setattr(matplotlib.axes.Axes, "legend", lambda axis, *a, **k: legends.append(
-        [line.get_label() for line in axis.get_lines()]) or original(axis, *a, **k))  # fmt: skip
+    original = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda figure, *a, **k: legends.append(
+        [[text.get_text() for text in legend.get_texts()] for legend in figure.legends]) or original(figure, *a, **k))  # fmt: skip
     out = tmp_path / "c.png"
     plot_curves.main([*map(str, runs), "--metrics", "loss", "--labels", "sync s0", "stale s0", "--out", str(out)])
-    assert out.is_file() and legends == [["sync s0", "stale s0"]]
+    assert out.is_file() and legends == [[["sync s0", "stale s0"]]]  # one legend for the figure, every run in it
     with pytest.raises(SystemExit) as exit_info:  # a label short: refused before anything is drawn
         plot_curves.main([*map(str, runs), "--labels", "sync s0", "--out", str(tmp_path / "d.png")])
     assert exit_info.value.code == 2 and "one label per run" in capsys.readouterr().err
