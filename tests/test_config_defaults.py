@@ -30,7 +30,7 @@ def test_a_users_config_on_a_cpu_trains_in_fp32_without_recomputation(recipe, tm
         parsed = parse(recipe, tmp_path, "learning_rate: 1.0e-5\n")
     training = next(args for args in parsed if hasattr(args, "bf16"))
     assert training.bf16 is False and not checkpointing(training)
-    assert "no GPU here: bf16 and gradient_checkpointing false" in caplog.text
+    assert "no GPU here: bf16, gradient_checkpointing and dataloader_pin_memory false" in caplog.text
 
 
 def test_what_the_user_sets_wins(tmp_path, monkeypatch):
@@ -38,6 +38,18 @@ def test_what_the_user_sets_wins(tmp_path, monkeypatch):
     parsed = parse(grpo, tmp_path, "gradient_checkpointing: true\n", "--bf16", "false")
     training = next(args for args in parsed if hasattr(args, "bf16"))
     assert training.bf16 is False and checkpointing(training)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "flags", "expected"),
+    [(False, ["--gradient-checkpointing", "true"], True), (True, ["--no_gradient_checkpointing"], False)],
+)
+def test_every_spelling_of_the_old_name_wins(accelerator, flags, expected, tmp_path, monkeypatch):
+    """transformers copies activation_checkpointing over gradient_checkpointing: at af1faae a spelling of the old
+    name that was not moved to the new one (dashes, `--no_`) was lost to the machine's default."""
+    monkeypatch.setattr(config_defaults, "_accelerator_available", lambda: accelerator)
+    training = next(args for args in parse(sft, tmp_path, "bf16: false\n", *flags) if hasattr(args, "bf16"))
+    assert checkpointing(training) is expected and training.gradient_checkpointing is expected
 
 
 def test_with_a_gpu_the_defaults_are_trls(monkeypatch):

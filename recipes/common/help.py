@@ -6,7 +6,8 @@ values shown as the defaults (which a config of the user's own does not get). He
 recipe's own description and how to give a config; the options come in groups, this repository's first: the
 recipe's own dataclass, then what this repository adds to TRL's training config, then TRL's and
 transformers' options, then the model's; and the defaults are those a config of your own gets on this
-machine (recipes.common.config skips the embedded default for --help).
+machine (recipes.common.config skips the embedded default for --help; recipes.common.config_defaults sets those
+that differ on a machine without an accelerator, and `machine_defaults_table` writes them for docs/options.md).
 """
 
 from __future__ import annotations
@@ -81,17 +82,39 @@ def default_of(field: dataclasses.Field):
     return None
 
 
+def machine_defaults_table() -> list[str]:
+    """docs/options.md's table of the options whose default differs by machine, written from the list the run
+    applies (recipes.common.config_defaults.WITHOUT_AN_ACCELERATOR), so the page cannot say otherwise."""
+    from recipes.common.config_defaults import WITHOUT_AN_ACCELERATOR
+
+    lines = ["| option | on a GPU | without an accelerator (no CUDA, XPU or MPS) | why |", "|---|---|---|---|"]
+    for default in WITHOUT_AN_ACCELERATOR:
+        cells = (f"`{default.option}`", f"`{default.on_a_gpu}`", f"`{default.without_accelerator}`", default.why)
+        lines.append(f"| {' | '.join(cells)} |")
+    return lines
+
+
 def organise(parser, dataclass_types: tuple, description: str | None, default_config) -> None:
     """Give `parser` (a TrlParser built from `dataclass_types`) its description, a `--config` entry and the
     groups of `option_groups`, in that order."""
     import argparse
 
+    from recipes.common.config_defaults import machine_defaults
+
     summary = (description or "").strip()
+    changed = [default.option for default in machine_defaults()]
+    on_this_machine = (
+        f" (no GPU or other accelerator here: {', '.join(changed)} false, see docs/options.md's table of what "
+        "differs by machine)"
+        if changed
+        else ""
+    )
     parser.description = (
         (summary + "\n\n" if summary else "")
         + f"Options are YAML keys of a --config file or flags (a flag wins). With no --config the recipe runs its "
         f"embedded default, recipes/configs/{default_config}, whose values are not the defaults below: these are "
-        "what a config of your own gets on this machine. Every option, with its type and default: docs/options.md."
+        f"what a config of your own gets on this machine{on_this_machine}. Every option, with its type and "
+        "default: docs/options.md."
     )
 
     class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
