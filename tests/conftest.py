@@ -18,6 +18,10 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+# SmolLM2's tokenizer and the stand-in builder live with the recipes (--try_on_this_machine uses them)
+from recipes.common.tiny_model import SMOLLM2_TOKENIZER as SMOL_TOKENIZER  # noqa: F401  (tests import it from here)
+from recipes.common.tiny_model import save_stand_in as save_standin
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
@@ -118,9 +122,6 @@ def trained_tiny_model_dir(shared_dir, tiny_model_dir) -> Path:
     return build_once(shared_dir, f"tiny-sft-{TRAINED_STEPS}", build)
 
 
-SMOL_TOKENIZER = REPO / "tests" / "data" / "smollm2-tokenizer"
-
-
 def build_smol_standin(target: Path) -> None:
     """A randomly initialised 2-layer Llama with SmolLM2-135M-Instruct's real tokenizer and chat template.
 
@@ -135,23 +136,6 @@ def build_smol_standin(target: Path) -> None:
         target, tokenizer, LlamaConfig, LlamaForCausalLM, hidden_size=32, intermediate_size=64,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
     )  # fmt: skip
-
-
-def save_standin(target: Path, tokenizer, config_class, model_class, **sizes) -> Path:
-    """A randomly initialised 2-layer model of `config_class`'s family (seed 0, tied embeddings) with `tokenizer`'s
-    vocabulary and special tokens, saved with the tokenizer to `target`."""
-    import torch
-
-    config = config_class(
-        vocab_size=len(tokenizer), num_hidden_layers=2, tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **sizes,
-    )  # fmt: skip
-    torch.manual_seed(0)
-    model = model_class(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.save_pretrained(target)
-    tokenizer.save_pretrained(target)
-    return target
 
 
 @pytest.fixture(scope="session")

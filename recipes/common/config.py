@@ -22,6 +22,7 @@ from pathlib import Path
 from recipes.common.checkpoints import finished_run
 from recipes.common.checks import ConfigError, check_launch, validate_config
 from recipes.common.config_defaults import checkpointing_by_its_new_name, ddp_defaults, device_defaults
+from recipes.common.try_here import try_on_this_machine
 from rewards.names import did_you_mean
 from rewards.options import yaml_numbers
 
@@ -236,6 +237,7 @@ def parse_recipe_args(
     for name, value in nested.items():
         old = config.get(name)
         config[name] = merge_mappings(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    argv = try_on_this_machine(config, argv, dataclass_types, config_path)  # --try_on_this_machine: a few steps here
     device_defaults(config, argv, dataclass_types)
     ddp_defaults(config, argv, dataclass_types)
     argv = checkpointing_by_its_new_name(config, argv, dataclass_types)

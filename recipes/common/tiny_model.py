@@ -148,3 +148,31 @@ def build_tiny_model(output_dir: str | Path, seed: int = 0, spec: TinyModelSpec 
     write_atomic(output_dir / "tiny_model.json", json.dumps(card, indent=2) + "\n")
     logger.info("built tiny model (%d parameters, seed %d) in %s", card["parameters"], seed, output_dir)
     return output_dir
+
+
+# SmolLM2-135M-Instruct's tokenizer and chat template (Apache-2.0; see its README): a real 49k BPE vocabulary
+# with <|im_start|> and <|im_end|>, the tokens of the chat templates of the Qwen2.5 family too.
+SMOLLM2_TOKENIZER = Path(__file__).resolve().parents[1] / "assets" / "smollm2-tokenizer"
+
+
+def save_stand_in(target: str | Path, tokenizer, config_class, model_class, **sizes) -> Path:
+    """A randomly initialised 2-layer model of `config_class`'s family (seed 0, tied embeddings) with `tokenizer`'s
+    vocabulary and special tokens, saved with the tokenizer to `target`.
+
+    What stands in for a model this machine cannot hold or reach: everything a real model of the family brings to
+    the recipes' code (its architecture, tokenizer, chat template, special tokens) at a size that trains a step in
+    a second. Its weights are noise, drawn from a private generator state (the caller's RNG is left untouched).
+    """
+    import torch
+
+    config = config_class(
+        vocab_size=len(tokenizer), num_hidden_layers=2, tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **sizes,
+    )  # fmt: skip
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = model_class(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    return Path(target)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recipes.common.try_here import TryOnThisMachineArguments
 from tasks.schema import DataArguments
 
 
 @dataclass
-class GRPOScriptArguments(DataArguments):
+class GRPOScriptArguments(TryOnThisMachineArguments, DataArguments):
     """recipes/grpo.py: the rewards, the collapse monitor, the cold start. The trainer's own options (dynamic
     sampling, the curriculum, variance_rewards, ...) are its config's: recipes.stages.grpo.trainer.RLVRGRPOConfig."""
 

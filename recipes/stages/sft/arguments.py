@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recipes.common.try_here import TryOnThisMachineArguments
 from rewards.options import mapping_option
 from tasks.schema import DataArguments
 
 
 @dataclass
-class SFTScriptArguments(DataArguments):
+class SFTScriptArguments(TryOnThisMachineArguments, DataArguments):
     """recipes/sft.py: the model to start from, how rows become the assistant's turn, thinking modes, LoRA merge."""
 
     demo_model_if_missing: bool = field(
