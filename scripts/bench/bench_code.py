@@ -61,19 +61,25 @@ def extract_old(rev: str, target: Path) -> Path:
     return target
 
 
-def measure(root: Path, batch: str, args: argparse.Namespace) -> dict:
+def measure_in(root: Path, script: str, *argv: str, timeout: float = 3600) -> dict:
+    """Run `script` in a fresh interpreter with the implementation at `root` first on its path; its last line,
+    as JSON. (scripts/bench/caller_cost.py measures this way too.)"""
     completed = subprocess.run(
-        [sys.executable, "-c", MEASURE, batch, str(args.limit), str(args.stdio), str(args.timeout)],
+        [sys.executable, "-c", script, *argv],
         capture_output=True,
         text=True,
         cwd=root,  # its `rewards` package comes first on the path
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"},
-        timeout=3600,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"},
+        timeout=timeout,
         check=False,
     )
     if completed.returncode != 0:
         raise RuntimeError(f"measurement failed in {root}:\n{completed.stderr[-2000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def measure(root: Path, batch: str, args: argparse.Namespace) -> dict:
+    return measure_in(root, MEASURE, batch, str(args.limit), str(args.stdio), str(args.timeout))
 
 
 def main() -> None:

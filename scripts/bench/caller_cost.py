@@ -16,15 +16,11 @@ Printed: a table, then for each implementation the flood's cost over the short a
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
-import tarfile
 import tempfile
-from io import BytesIO
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from scripts.bench.bench_code import REPO, extract_old, measure_in  # the old rewards/ from git; a fresh interpreter
+
 PROGRAMS = {
     "short answer": "import sys\nsys.stdin.read()\nprint(42)",
     "499,999 lines": "import sys\nsys.stdout.write('7\\n' * 499_999)",
@@ -47,26 +43,8 @@ print(json.dumps({"caller_cpu_s": cpu() - before, "scores": scores}))
 """
 
 
-def extract(rev: str, target: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "rewards"], capture_output=True, check=True)
-    with tarfile.open(fileobj=BytesIO(archive.stdout)) as tar:
-        tar.extractall(target, filter="data")
-    return target
-
-
 def measure(root: Path, program: str, args: argparse.Namespace) -> dict:
-    completed = subprocess.run(
-        [sys.executable, "-c", MEASURE, program, str(args.completions), str(args.cases)],
-        capture_output=True,
-        text=True,
-        cwd=root,  # its `rewards` package comes first on the path
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"},
-        timeout=600,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"measurement failed in {root}:\n{completed.stderr[-2000:]}")
-    return json.loads(completed.stdout.strip().splitlines()[-1])
+    return measure_in(root, MEASURE, program, str(args.completions), str(args.cases), timeout=600)
 
 
 def main() -> None:
@@ -78,7 +56,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="rlvr-bench-caller-") as scratch:
-        roots = {args.old_rev: extract(args.old_rev, Path(scratch)), "this checkout": REPO}
+        roots = {args.old_rev: extract_old(args.old_rev, Path(scratch)), "this checkout": REPO}
         best: dict[tuple[str, str], float] = {}
         for repeat in range(args.repeats):
             for name in list(roots)[:: 1 if repeat % 2 == 0 else -1]:
