@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from basics.atomic_files import write_atomic
 from data_filters.report import StepReport, check_mode, without_rows
-from tasks.files import write_atomic
 from tasks.rows import question_text, set_column
 from tasks.text import normalize_words
 

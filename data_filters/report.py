@@ -12,7 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tasks.files import write_atomic
+from basics.atomic_files import write_atomic
 
 MODES = ("drop", "tag")
 

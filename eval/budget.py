@@ -33,10 +33,10 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from basics.atomic_files import write_atomic
 from eval.continuation import Continuation, ContinuationRequest, ContinuingSampler
 from eval.report import accuracy_plot
 from eval.sampling import Sample, SamplingParams, prompt_key, sample_seed
-from tasks.files import write_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rewards.names import did_you_mean
+from basics.did_you_mean import did_you_mean
 from tasks.hub import hub_problem
 
 

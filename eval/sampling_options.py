@@ -59,8 +59,8 @@ class SamplingOptions:
     def from_mapping(cls, value, option: str, defaults: dict | None = None) -> SamplingOptions:
         """The options a config gives under `option`: a mapping (a JSON string on the command line), over
         `defaults`; an unknown key is an error that names it and the nearest known one."""
-        from rewards.names import unknown_names_message
-        from rewards.options import mapping_option
+        from basics.did_you_mean import unknown_names_message
+        from basics.option_values import mapping_option
 
         if isinstance(value, cls):
             return value

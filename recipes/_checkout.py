@@ -1,6 +1,6 @@
 """How every command finds the code: the checkout goes on sys.path, ahead of site-packages (the standard library only).
 
-The project's packages (rewards, tasks, eval, data_filters, recipes, and scripts/) are not installed: `pip install .`
+The project's packages (basics, rewards, tasks, eval, data_filters, recipes, and scripts/) are not installed: `pip install .`
 installs their dependencies and nothing else, so no folder named `eval` or `tasks` is ever written into
 site-packages, and a distribution of that name installed there cannot take their place (docs/ARCHITECTURE.md,
 "What is installed"). This file is the one place that puts a checkout on sys.path, used two ways:
@@ -9,7 +9,7 @@ site-packages, and a distribution of that name installed there cannot take their
   site-packages; from then on every start of the venv's Python runs this file, so `python recipes/grpo.py`,
   `accelerate launch ...`, `python -m eval.evaluate` and pytest find the packages from any working directory;
 * a recipe run by path imports it from beside itself (`import _checkout`), so that a Python without the venv
-  reaches tasks.environment, which says in one line what is missing and how to use the venv.
+  reaches basics.venv_check, which says in one line what is missing and how to use the venv.
 
 The checkout put on sys.path is the one that holds the script being run, when it is a checkout of this project
 (a clone run with another clone's venv runs its own code); otherwise the one that holds this file. It goes just

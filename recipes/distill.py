@@ -7,7 +7,7 @@ How most small reasoning models are made (DeepSeek-R1-Distill-*: 800k R1 traces,
 `mode` chooses the stages (recipes/stages/distill/stages.py):
 * `offline`: the teacher (a local folder or a Hub name; sampled with transformers or vLLM) writes
   `sampling: {n}` traces per prompt -> with `verify_traces`, only the verified ones are kept, as R1
-  did (recipes/common/traces.py: distinct, at most `max_per_problem` per prompt) -> the student is
+  did (recipes/common/traces/: distinct, at most `max_per_problem` per prompt) -> the student is
   fine-tuned on them (recipes.common.sft_training.train_sft, the step sft.py runs);
 * `on_policy`: TRL's DistillationTrainer (Agarwal et al. 2024, "On-policy distillation"): the student
   writes the completions and learns the teacher's next-token distribution on them (generalised JSD;
@@ -30,6 +30,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
+from basics.atomic_files import read_json, write_json
 from recipes.common.checkpoints import finished_run
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
@@ -40,7 +41,6 @@ from recipes.common.traces import evaluate_model, load_eval_rows
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.distill.stages import distill_offline, distill_on_policy, on_policy_config
 from recipes.stages.distill.student import TokenizerMismatchError, make_student
-from tasks.files import read_json, write_json
 from tasks.schema import load_rows
 
 logger = logging.getLogger("recipes.distill")

@@ -8,7 +8,7 @@
 The three algorithms are three YAML files for this one script: they differ in GRPOConfig's `loss_type`,
 `scale_rewards`, `beta` and `epsilon_high`, and in our `dynamic_sampling`. Top to bottom: parse the
 config (this recipe's own options: recipes.stages.grpo.arguments.GRPOScriptArguments; the trainer's:
-recipes.stages.grpo.trainer.RLVRGRPOConfig), build the trainer (recipes.stages.grpo.setup: the model, the demo's
+recipes.stages.grpo.config.RLVRGRPOConfig), build the trainer (recipes.stages.grpo.setup: the model, the demo's
 shipped cold start copied into place if it is missing, the rows, the rewards from the registry and the gold
 rewards watched beside them, the monitor), train (recipes.stages.grpo.trainer adds dynamic sampling and the
 curriculum to TRL's trainer, cheaper rollouts, and times each step's phases; with stop_on_reward_hacking, a

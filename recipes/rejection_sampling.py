@@ -6,7 +6,7 @@
 Each round (R1 uses one large round of this after reasoning RL; ReST-EM and STaR iterate it):
   1. sample `sampling: {n}` completions per training problem from the current model;
   2. score each with the row's own verifier and keep the correct ones: distinct, at most
-     `max_per_problem` per problem, at `random` or `shortest` first (recipes/common/traces.py);
+     `max_per_problem` per problem, at `random` or `shortest` first (recipes/common/traces/);
   3. with `star_rationalization`, sample the problems still unsolved again with the gold answer as a hint
      and keep the verified rationales, stored with the original prompt (no hint);
   4. SFT on the kept samples: from the starting model every round (`train_from: base`, ReST-EM), or from
@@ -28,6 +28,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
+from basics.atomic_files import read_jsonl, write_json
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
 from recipes.common.data import kept_rows_as_conversations
@@ -38,7 +39,6 @@ from recipes.common.traces import evaluate_model, load_eval_rows
 from recipes.stages.rejection_sampling import rounds
 from recipes.stages.rejection_sampling.arguments import RejectionSamplingArguments
 from recipes.stages.rejection_sampling.state import Phase
-from tasks.files import read_jsonl, write_json
 from tasks.schema import load_rows
 
 logger = logging.getLogger("recipes.rejection_sampling")

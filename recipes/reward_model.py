@@ -33,6 +33,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
+from basics.atomic_files import write_json
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
 from recipes.common.model import resolve_model_path
@@ -46,7 +47,6 @@ from recipes.stages.reward_model.training import (
     samples_fingerprint,
     train_orm,
 )
-from tasks.files import write_json
 from tasks.schema import load_rows
 
 logger = logging.getLogger("recipes.reward_model")

@@ -29,10 +29,10 @@ import types
 import typing
 from collections.abc import Callable
 
+from basics.did_you_mean import did_you_mean
+from basics.option_values import yaml_numbers
 from rewards import external
 from rewards.external import is_reference, resolve
-from rewards.names import did_you_mean
-from rewards.options import yaml_numbers
 
 RewardFn = Callable[..., list]
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from rewards.options import REQUIRE_NUMBER, is_choice, is_yes  # noqa: F401  (the row contract names them)
+from basics.option_values import is_choice, is_yes  # noqa: F401  (the row contract names them)
+from rewards.math.literal import REQUIRE_NUMBER
 
 VERIFIERS = ("math", "code")
 DEFAULT_VERIFIER = "math"  # a row with no `verifier` (or an empty one) is a math row

@@ -2,7 +2,7 @@
 
 - each recipe's own code lives in its wing (recipes/stages/<recipe>/); recipes/common/ holds only what two or
   more recipes use; no wing imports another wing, and recipes/common/ imports no wing;
-- every write of a file in the library layers goes through tasks.files.write_atomic (a few writes that are not
+- every write of a file in the library layers goes through basics.atomic_files.write_atomic (a few writes that are not
   results files are listed below, each with its reason);
 - every recipe's training goes through the one resume rule (recipes.common.checkpoints.train_resuming);
 - the maximum completion length has one spelling (`max_new_tokens`) outside the mapping to TRL's own.
@@ -18,7 +18,7 @@ from tests.conftest import REPO
 from tests.test_import_cycles import import_graph, module_names
 
 RECIPES = ("sft", "grpo", "rejection_sampling", "distill", "reward_model")
-LIBRARY = ("rewards", "tasks", "eval", "data_filters", "recipes")
+LIBRARY = ("basics", "rewards", "tasks", "eval", "data_filters", "recipes")
 
 
 def reached_from(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -94,7 +94,7 @@ def test_the_wing_check_can_fail():
 
 # Writes that are not a results file a reader or a resumed run trusts, each with its reason.
 NOT_RESULTS = {
-    "tasks/files.py": "the atomic helper itself",
+    "basics/atomic_files.py": "the atomic helper itself",
     "recipes/_checkout.py": "the venv's .pth file, written once by make setup",
     "recipes/common/monitor.py": "metrics.jsonl is a log appended a line at a time; a reader skips a torn last line",
     "eval/evaluate.py": "samples.part*.jsonl, appended a chunk at a time and fsynced, a torn last line cut on resume; "
@@ -136,7 +136,7 @@ def test_every_results_file_is_written_atomically():
             if name in NOT_RESULTS or name.startswith(SANDBOX):
                 continue
             offenders += [f"{name}:{line}" for line in file_writes(path.read_text())]
-    assert not offenders, "files written in place (use tasks.files.write_atomic):\n" + "\n".join(offenders)
+    assert not offenders, "files written in place (use basics.atomic_files.write_atomic):\n" + "\n".join(offenders)
 
 
 def test_the_write_check_can_fail():
@@ -251,3 +251,26 @@ def test_claims_and_files_agree():
     assert named, "ARCHITECTURE.md names no file"
     missing = sorted(name for name in named if not Path(REPO / name).is_file())
     assert not missing, f"docs/ARCHITECTURE.md names files that do not exist: {missing}"
+
+
+# ---------------------------------------------------------------- the architecture document held to the tree
+
+
+def test_the_architecture_document_names_every_module_and_no_module_that_is_gone():
+    """docs/ARCHITECTURE.md's layout names every module of the library layers (issue 56: it had left out
+    tasks/generation.py and grpo/reference_kl.py), and every `name.py` it names exists somewhere in the tree."""
+    import re
+
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    layout = text[text.index("## Layout") :]
+    modules = [
+        path
+        for package in LIBRARY
+        for path in sorted((REPO / package).rglob("*.py"))
+        if "__pycache__" not in path.parts and path.name != "__init__.py"
+    ]
+    unnamed = [str(path.relative_to(REPO)) for path in modules if not re.search(rf"\b{re.escape(path.name)}", layout)]
+    assert not unnamed, f"modules docs/ARCHITECTURE.md's layout does not name: {unnamed}"
+    files = {path.name for path in REPO.rglob("*.py") if ".venv" not in path.parts}
+    gone = sorted(set(re.findall(r"\b(\w+\.py)\b", layout)) - files)
+    assert not gone, f"docs/ARCHITECTURE.md's layout names files that do not exist: {gone}"

@@ -57,6 +57,6 @@ def test_no_benchmark_shadows_a_package_it_may_import():
     a standard-library module (eval.py, code.py, rewards.py) would be imported in its place."""
     import sys
 
-    ours = {"rewards", "tasks", "eval", "data_filters", "recipes", "scripts", "tests"}
+    ours = {"basics", "rewards", "tasks", "eval", "data_filters", "recipes", "scripts", "tests"}
     stems = {path.stem for path in (REPO / "scripts" / "bench").glob("*.py")}
     assert not stems & (ours | set(sys.stdlib_module_names))

@@ -15,10 +15,10 @@ import math
 import pytest
 from transformers import AutoModelForCausalLM
 
+from basics.atomic_files import read_jsonl, write_jsonl
 from recipes import distill
 from recipes.stages.distill.stages import on_policy_config
 from rewards.math import verify
-from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 STUDENT = '{"hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1}'

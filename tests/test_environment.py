@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tasks.environment import MissingDependenciesError, missing_modules, require_installed
+from basics.venv_check import MissingDependenciesError, missing_modules, require_installed
 from tests.conftest import REPO
 
 

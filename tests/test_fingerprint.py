@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 from trl import ModelConfig, SFTConfig
 
+from basics.atomic_files import write_jsonl
 from recipes import rejection_sampling as rs
 from recipes.common.config import parse_recipe_args
 from recipes.common.fingerprint import changes
@@ -22,7 +23,6 @@ from recipes.common.traces import held_out
 from recipes.stages.distill import stages as distill_stages
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.rejection_sampling import rounds
-from tasks.files import write_jsonl
 from tasks.schema import load_rows
 from tests.support.guessing_model import rows_with_gold
 

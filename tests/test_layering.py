@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO
 
-LAYERS = ("rewards", "tasks", "eval", "data_filters", "recipes", "scripts")
+LAYERS = ("basics", "rewards", "tasks", "eval", "data_filters", "recipes", "scripts")
 OURS = (*LAYERS, "tests")
 
 

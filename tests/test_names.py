@@ -1,8 +1,8 @@
-"""rewards.names: the one 'did you mean ...?' of every message that offers the nearest known name."""
+"""basics.did_you_mean: the one 'did you mean ...?' of every message that offers the nearest known name."""
 
 from __future__ import annotations
 
-from rewards.names import did_you_mean, nearest_name, unknown_names_message
+from basics.did_you_mean import did_you_mean, nearest_name, unknown_names_message
 
 
 def test_the_nearest_name_by_spelling_then_by_abbreviation():

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 
-OUR_PACKAGES = ("rewards", "tasks", "eval", "data_filters", "recipes")
+OUR_PACKAGES = ("basics", "rewards", "tasks", "eval", "data_filters", "recipes")
 HELPER = REPO / "recipes" / "_checkout.py"
 
 
@@ -59,7 +59,7 @@ def fake_site(tmp_path: Path) -> Path:
 PROBE = """
 import importlib.util, json, site, sys
 site.addsitedir({site!r})  # what the venv's Python does at start, here without the venv's other packages (-S)
-import tasks.environment
+import basics.venv_check
 print(json.dumps({{"origins": {{name: importlib.util.find_spec(name).origin for name in {names!r}}}, "path": sys.path}}))
 """
 
@@ -92,7 +92,7 @@ def test_a_clone_run_with_another_checkouts_venv_runs_its_own_code(tmp_path):
     for name in OUR_PACKAGES:
         (clone / name).mkdir(parents=True)
         (clone / name / "__init__.py").write_text("")
-    (clone / "tasks" / "environment.py").write_text("")
+    (clone / "basics" / "venv_check.py").write_text("")
     shutil.copy(HELPER, clone / "recipes" / "_checkout.py")
     (clone / "runs").mkdir()
     found = run_probe(clone / "runs" / "probe.py", site, cwd=tmp_path)

@@ -18,6 +18,7 @@ import pytest
 import torch
 from trl import ModelConfig, SFTConfig
 
+from basics.atomic_files import write_jsonl
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
@@ -25,7 +26,6 @@ from recipes.common.model import ModelNotFoundError, adapter_base, resolve_model
 from recipes.common.sft_training import LossMaskError, as_prompt_completion
 from recipes.common.traces import held_out
 from recipes.stages.rejection_sampling import rounds
-from tasks.files import write_jsonl
 from tasks.synthetic import generate_rows
 
 SFT_SMALL = [

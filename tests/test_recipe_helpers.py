@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from basics.atomic_files import write_json, write_jsonl
 from recipes.common.fingerprint import SAMPLING_FIELDS, changes, sampling_fingerprint, stale
 from recipes.common.model import with_kv_cache
 from recipes.common.traces import held_out
@@ -12,7 +13,6 @@ from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.rejection_sampling.arguments import RejectionSamplingArguments
 from recipes.stages.rejection_sampling.rounds import previously_solved, read_round
 from recipes.stages.rejection_sampling.state import Phase, RoundState
-from tasks.files import write_json, write_jsonl
 
 
 def test_generation_keeps_the_kv_cache_on_unless_the_config_says_otherwise():

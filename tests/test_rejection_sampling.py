@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from basics.atomic_files import read_jsonl, write_jsonl
 from recipes import rejection_sampling as rs
 from recipes.common.traces import completion_key
 from recipes.stages.rejection_sampling import rounds
 from rewards.math import verify
-from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 

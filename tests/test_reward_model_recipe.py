@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from basics.atomic_files import read_jsonl, write_jsonl
 from recipes import reward_model
 from recipes.common import config
 from recipes.stages.reward_model import training as orm_training
@@ -26,7 +27,6 @@ from recipes.stages.reward_model.pairs import (
     roc_auc,
 )
 from recipes.stages.reward_model.training import reuse_or_build, samples_fingerprint
-from tasks.files import read_jsonl, write_jsonl
 from tests.support.guessing_model import rows_with_gold
 
 ROW = {"id": "p1", "prompt": [{"role": "user", "content": "What is 3 + 4?"}], "difficulty": 2}

@@ -1,4 +1,4 @@
-"""recipes/common/traces.py: the keep rule of rejection sampling and distillation (verified, distinct, at most m
+"""recipes/common/traces/: the keep rule of rejection sampling and distillation (verified, distinct, at most m
 per problem, shortest first or seeded random) and STaR's hint, checked against hand-computed expectations."""
 
 from __future__ import annotations

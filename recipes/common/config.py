@@ -19,12 +19,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from basics.did_you_mean import did_you_mean
+from basics.option_values import yaml_numbers
 from recipes.common.checkpoints import finished_run
 from recipes.common.checks import ConfigError, check_launch, validate_config
 from recipes.common.config_defaults import checkpointing_by_its_new_name, ddp_defaults, device_defaults
 from recipes.common.try_here import try_on_this_machine
-from rewards.names import did_you_mean
-from rewards.options import yaml_numbers
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 

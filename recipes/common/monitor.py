@@ -36,8 +36,8 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from rewards.names import did_you_mean
-from tasks.files import write_atomic
+from basics.atomic_files import write_atomic
+from basics.did_you_mean import did_you_mean
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tasks.files import write_atomic
+from basics.atomic_files import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "m
 
 
 def package_versions() -> dict[str, str]:
-    from eval.evaluate import package_versions as installed
+    from basics.versions import package_versions as installed  # a bottom helper, not eval's command line
 
     return installed(PACKAGES)
 

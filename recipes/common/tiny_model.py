@@ -27,7 +27,7 @@ import string
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tasks.files import write_atomic
+from basics.atomic_files import write_atomic
 
 logger = logging.getLogger(__name__)
 

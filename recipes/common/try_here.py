@@ -136,8 +136,8 @@ def stand_in(family: Family) -> Path:
     import transformers
     from transformers import AutoTokenizer
 
+    from basics.atomic_files import write_atomic
     from recipes.common.tiny_model import SMOLLM2_TOKENIZER, save_stand_in
-    from tasks.files import write_atomic
 
     target = cache_dir() / "stand-ins" / f"{family.name}-h{STAND_IN_SIZES['hidden_size']}"
     if (target / ".built").is_file():

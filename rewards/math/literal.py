@@ -29,6 +29,9 @@ import re
 
 from rewards.math.answers import matching_braces
 
+# A math row's column that asks for a number literal where its gold is a number (this module's rule).
+REQUIRE_NUMBER = "require_number"
+
 MAX_LITERAL_CHARS = 1_000  # as rewards.math's longest answer: longer text is not read, so it costs nothing
 _LATEX_SPACE = ("\\ ", "\\,", "\\;", "\\:", "\\!")
 # A thousands separator: a comma (optionally with LaTeX thin spaces around it), `{,}`, or a thin space alone.

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from basics.option_values import is_yes
+from rewards.math.literal import REQUIRE_NUMBER
 from rewards.math.verify import DEFAULT_TIMEOUT_S, verify_batch
-from rewards.options import REQUIRE_NUMBER, is_yes
 from rewards.registry import register
 from rewards.text import column, completion_text
 

@@ -11,9 +11,9 @@ import logging
 import threading
 from collections.abc import Sequence
 
+from basics.option_values import is_yes
 from rewards.math.checks import Plan, Verdict, precheck
 from rewards.math.compare import Gold, local_decision, read_gold
-from rewards.options import is_yes
 
 logger = logging.getLogger("rewards.math")
 

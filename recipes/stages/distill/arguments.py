@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
+from basics.option_values import mapping_option
 from recipes.common.traces import TraceArguments
-from rewards.options import mapping_option
 from tasks.schema import DataArguments
 
 MODES = ("offline", "on_policy", "both")  # which stages run

@@ -14,6 +14,7 @@ import logging
 from dataclasses import fields
 from pathlib import Path
 
+from basics.atomic_files import read_json, read_jsonl, write_json, write_jsonl
 from recipes.common.checkpoints import train_resuming
 from recipes.common.checks import ConfigError, validate_config
 from recipes.common.data import kept_rows_as_conversations
@@ -22,7 +23,6 @@ from recipes.common.model import load_model, load_tokenizer, save_trainer_for_in
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import train_sft
 from recipes.common.traces import collect_traces, evaluate_pass_at_1, make_trace_sampler
-from tasks.files import read_json, read_jsonl, write_json, write_jsonl
 
 logger = logging.getLogger(__name__)
 

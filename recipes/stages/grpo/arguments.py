@@ -12,7 +12,7 @@ from tasks.schema import DataArguments
 @dataclass
 class GRPOScriptArguments(TryOnThisMachineArguments, DataArguments):
     """recipes/grpo.py: the rewards, the collapse monitor, the cold start. The trainer's own options (dynamic
-    sampling, the curriculum, variance_rewards, ...) are its config's: recipes.stages.grpo.trainer.RLVRGRPOConfig."""
+    sampling, the curriculum, variance_rewards, ...) are its config's: recipes.stages.grpo.config.RLVRGRPOConfig."""
 
     rewards: list[dict] = field(
         default_factory=lambda: [{"name": "math_accuracy", "weight": 1.0}],
@@ -66,7 +66,7 @@ class GRPOScriptArguments(TryOnThisMachineArguments, DataArguments):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        from rewards.options import mapping_option
+        from basics.option_values import mapping_option
         from rewards.registry import check_reward_specs
 
         self.held_out = mapping_option(self.held_out, "held_out")

@@ -12,9 +12,9 @@ import os
 import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from basics.atomic_files import write_atomic
 from recipes.stages.grpo.dynamic_sampling import Group
 from recipes.stages.grpo.partial_rollouts import Carried
-from tasks.files import write_atomic
 
 logger = logging.getLogger(__name__)
 

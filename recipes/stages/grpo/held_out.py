@@ -32,7 +32,7 @@ METRIC = "pass@1"  # logged as eval_pass@1: what metric_for_best_model names
 
 def held_out_data_args(data_args, held_out: dict):
     """The training data's options with `held_out`'s over them; an unknown key is one line naming it."""
-    from rewards.names import unknown_names_message
+    from basics.did_you_mean import unknown_names_message
     from tasks.data_arguments import DataArguments
 
     known = [spec.name for spec in dataclasses.fields(DataArguments)]

@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 from transformers import TrainerCallback
 
-from tasks.files import write_atomic
+from basics.atomic_files import write_atomic
 
 logger = logging.getLogger(__name__)
 

@@ -89,7 +89,7 @@ class RLVRGRPOTrainer(
         if not isinstance(args, RLVRGRPOConfig):
             raise TypeError(
                 "RLVRGRPOTrainer reads its options (dynamic sampling, the curriculum, ...) from args: pass "
-                f"args=recipes.stages.grpo.trainer.RLVRGRPOConfig(...), got {type(args).__name__}"
+                f"args=recipes.stages.grpo.config.RLVRGRPOConfig(...), got {type(args).__name__}"
             )
         self.compact_generation = args.compact_generation
         self.trim_padding = args.trim_padding

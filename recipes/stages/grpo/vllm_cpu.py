@@ -103,7 +103,7 @@ def push_to_server(generation) -> None:
     """TRL's server-mode push, for a server on a CPU: one safetensors file, one reload (see the docstring)."""
     from safetensors.torch import save
 
-    from tasks.files import write_atomic
+    from basics.atomic_files import write_atomic
 
     named = ((name, tensor) for name, tensor in generation._iter_named_params())
     if not generation.accelerator.is_main_process:

@@ -26,7 +26,7 @@ from recipes.stages.reward_model.pairs import (
 def reuse_or_build(path: Path, fingerprint: dict, build) -> tuple[list[dict], dict, bool]:
     """`(rows, stats, reused)`: the rows of `path` and their stats when `<name>.fingerprint.json` holds this
     fingerprint (the same inputs made them); else those of `build()` (which returns both), written at once."""
-    from tasks.files import read_json, read_jsonl, write_json, write_jsonl
+    from basics.atomic_files import read_json, read_jsonl, write_json, write_jsonl
 
     stamp = path.with_name(path.stem + ".fingerprint.json")
     fingerprint = json.loads(json.dumps(fingerprint, default=str))  # as it reads back

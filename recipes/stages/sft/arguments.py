@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from basics.option_values import mapping_option
 from recipes.common.try_here import TryOnThisMachineArguments
-from rewards.options import mapping_option
 from tasks.schema import DataArguments
 
 

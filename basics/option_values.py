@@ -1,15 +1,11 @@
-"""Options every scorer and config reads alike: the `require_number` column, yes/no values as rows write them,
-numbers as YAML 1.1 leaves them, and mapping options given as JSON on a command line.
-
-Kept apart from rewards.verdicts so the math verifier (which reads them) and the verdicts (which call the math
-verifier) do not import each other."""
+"""Option values as people write them: yes/no values as rows and configs write them, numbers as YAML 1.1 leaves
+them, and mapping options given as JSON on a command line. Read alike by the scorers, the row schema and every
+command line, so they live in the bottom layer."""
 
 from __future__ import annotations
 
 import re
 
-# A math row's column that asks for a number literal where its gold is a number (rewards.math.literal).
-REQUIRE_NUMBER = "require_number"
 _YES, _NO = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
