@@ -9,7 +9,11 @@ tests/test_code_reward.py; its time in scripts/bench/caller_cost.py.
 
 from __future__ import annotations
 
-import resource
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +21,7 @@ from rewards.code.sandbox import run_judged
 from rewards.code.sandbox.protocol import MAX_MESSAGE_BYTES
 from tests.support.sandbox_checks import require
 
+REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 5.0  # the wall-clock ceiling is 16 s: a run that waits for it is unmistakable
 WITHIN_S = 1.5  # "within a second", and half a second for a loaded 2-core machine
 
@@ -64,20 +69,29 @@ def test_a_program_that_ends_by_itself_is_not_said_to_have_lingered():
     assert result.wall_s < WITHIN_S, result.wall_s
 
 
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+# In a fresh interpreter whose only children are this run's launcher, init, program and judge: the pytest worker may
+# reap a child of an earlier test's (a process pool) in the middle of the measurement.
+MEASURE = """
+import json, resource, sys
+from rewards.code.sandbox import run_judged
+setup = "import time\\nstart = time.process_time()\\nwhile time.process_time() - start < 0.8:\\n    pass\\n"
+result = run_judged("def f():\\n    return 1\\n", setup, ["assert f() == 1"], ["f"], timeout_s=float(sys.argv[1]))
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"cases": result.cases, "run_cpu_s": result.cpu_s, "children_cpu_s": usage.ru_utime + usage.ru_stime}))
+"""
 
 
 def test_the_launcher_waits_without_spinning_while_the_judge_decides():
     """The judge runs the setup twice (live, then for the verdicts), here 0.8 s of CPU each, inside the run's
     cgroup; the launcher, outside it, waits on the judge. At b6ef81d it spun on the exited program's pidfd for
     the whole verdict phase: the run's children used ~0.85 s more CPU than the run's cgroup counted."""
-    setup = "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.8:\n    pass\n"
-    before = _children_cpu_s()
-    result = run_judged("def f():\n    return 1\n", setup, ["assert f() == 1"], ["f"], timeout_s=TIMEOUT_S)
-    outside = _children_cpu_s() - before - (result.cpu_s or 0.0)
-    require(result.cpu_s is not None, "the run's CPU time is counted only where a cgroup counts it")
-    assert result.cases == {0: (True, "")}, result
-    assert result.cpu_s >= 1.5, result.cpu_s  # both phases ran inside the run's budget
-    assert outside < 0.4, outside  # the launcher's start-up and waits only
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(TIMEOUT_S)], capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, check=True,
+    )  # fmt: skip
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    require(measured["run_cpu_s"] is not None, "the run's CPU time is counted only where a cgroup counts it")
+    assert measured["cases"] == {"0": [True, ""]}, measured
+    assert measured["run_cpu_s"] >= 1.5, measured  # both phases ran inside the run's budget
+    outside = measured["children_cpu_s"] - measured["run_cpu_s"]
+    assert outside < 0.4, measured  # the launcher's start-up and waits only
