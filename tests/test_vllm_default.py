@@ -4,6 +4,7 @@ explicit choice always wins. Whether vLLM is installed is what `importlib.util.f
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 import pytest
@@ -88,14 +89,19 @@ RECIPES_THAT_SAMPLE = [
 ]
 
 
+@pytest.fixture
+def no_vllm(monkeypatch):
+    """vLLM not installed, whatever this environment has: what `find_spec` says is all the check reads."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "vllm" else real(name, *rest))
+
+
 @pytest.mark.parametrize("recipe, flags, asked, instead", RECIPES_THAT_SAMPLE, ids=[r[0] for r in RECIPES_THAT_SAMPLE])
-def test_vllm_named_where_it_is_not_installed_is_one_line_and_exit_2(recipe, flags, asked, instead, tmp_path, capsys):
+def test_vllm_named_where_it_is_not_installed_is_one_line_and_exit_2(
+    recipe, flags, asked, instead, no_vllm, tmp_path, capsys
+):
     """Issue 57: at b6ef81d `--use_vllm true` without vLLM ended in TRL's AttributeError (no attribute 'LLM'), and
     `--backend vllm` in a traceback. Each recipe that samples, and the evaluator, now say what to do."""
-    import importlib
-
-    if sampler_module.vllm_available():
-        pytest.skip("vLLM is installed here: nothing to refuse")
     module = importlib.import_module(f"recipes.{recipe}")
     with pytest.raises(SystemExit) as stop:
         module.make_parser().run(module.main, [*flags, "--output_dir", str(tmp_path / "out")])
@@ -105,11 +111,9 @@ def test_vllm_named_where_it_is_not_installed_is_one_line_and_exit_2(recipe, fla
     assert not (tmp_path / "out").exists()  # refused before anything loads or is written
 
 
-def test_the_evaluator_refuses_backend_vllm_where_it_is_not_installed(tmp_path, capsys):
+def test_the_evaluator_refuses_backend_vllm_where_it_is_not_installed(no_vllm, tmp_path, capsys):
     from eval import evaluate
 
-    if sampler_module.vllm_available():
-        pytest.skip("vLLM is installed here: nothing to refuse")
     model = tmp_path / "no-such-model"  # refused before the model is looked for
     with pytest.raises(SystemExit) as stop:
         evaluate.main(
