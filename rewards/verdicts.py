@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from basics.option_values import is_choice, is_yes  # noqa: F401  (the row contract names them)
 from rewards.math.literal import REQUIRE_NUMBER
 
 VERIFIERS = ("math", "code")

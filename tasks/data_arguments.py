@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from rewards.verdicts import REQUIRE_NUMBER, is_choice, is_yes, verifier_problem
+from basics.option_values import is_choice, is_yes
+from rewards.verdicts import REQUIRE_NUMBER, verifier_problem
 
 ON_ERROR = ("raise", "drop")
 # Schema fields a field map may name, besides the question ('problem', alias 'question') and 'answer'.

@@ -23,7 +23,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rewards.verdicts import DEFAULT_VERIFIER, REQUIRE_NUMBER, is_choice, verifier_problem
+from basics.option_values import is_choice
+from rewards.verdicts import DEFAULT_VERIFIER, REQUIRE_NUMBER, verifier_problem
 from tasks import synthetic
 from tasks.data_arguments import MAPPABLE_FIELDS, ON_ERROR, DataArguments  # noqa: F401 (re-exported: the recipes' import)
 from tasks.hub import hub_problem

@@ -91,7 +91,11 @@ RECIPES_THAT_SAMPLE = [
 
 @pytest.fixture
 def no_vllm(monkeypatch):
-    """vLLM not installed, whatever this environment has: what `find_spec` says is all the check reads."""
+    """vLLM not installed, whatever this environment has: what `find_spec` says is all the check reads. (And no
+    logging handler set up on this test's captured stderr, which later tests of the worker would write to.)"""
+    from recipes.common import config
+
+    monkeypatch.setattr(config, "setup_logging", lambda: None)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "vllm" else real(name, *rest))
 

@@ -19,15 +19,16 @@ from recipes.common.interrupt import TRAINER_STATE, newest_checkpoint, note_tied
 logger = logging.getLogger(__name__)
 
 
-def last_complete_checkpoint(output_dir: str | Path) -> str | None:
+def last_complete_checkpoint(output_dir: str | Path, warn: bool = True) -> str | None:
     """The highest `checkpoint-N` directly in `output_dir` that was written to the end, or None.
 
     What this adds to transformers' `get_last_checkpoint`: that one takes the highest N even when the run was
     stopped (Ctrl-C, preemption) while writing it, and resuming from it then fails. The Trainer writes
-    trainer_state.json last, so a checkpoint without it is skipped, and the one before it is taken.
+    trainer_state.json last, so a checkpoint without it is skipped, and the one before it is taken. `warn=False`
+    for a look ahead of the resume itself (finished_run), so that what was skipped is said once, by the resume.
     """
     newest, cut_short = newest_checkpoint(output_dir, depth=1)
-    if cut_short is not None:
+    if cut_short is not None and warn:
         logger.warning("%s was cut short while being written (no %s): not resumed from", cut_short, TRAINER_STATE)
     if newest is None:
         return None
@@ -35,7 +36,8 @@ def last_complete_checkpoint(output_dir: str | Path) -> str | None:
         problem = damage(checkpoint)
         if problem is None:
             return str(checkpoint)
-        logger.warning("%s is damaged (%s): not resumed from; trying the checkpoint before it", checkpoint, problem)
+        if warn:
+            logger.warning("%s is damaged (%s): not resumed from; trying the checkpoint before it", checkpoint, problem)
     return None
 
 
@@ -128,7 +130,7 @@ def finished_run(training_args, output_dir: str | Path | None = None, resume: st
         return None
     output_dir = training_args.output_dir if output_dir is None else output_dir
     newest = resume.lower() in ("true", "last")
-    checkpoint = last_complete_checkpoint(output_dir) if newest else resume
+    checkpoint = last_complete_checkpoint(output_dir, warn=False) if newest else resume
     if checkpoint is not None and (Path(checkpoint) / TRAINER_STATE).is_file():
         state = json.loads((Path(checkpoint) / TRAINER_STATE).read_text())
         where = f"{Path(checkpoint).name} is at step"

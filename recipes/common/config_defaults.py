@@ -55,7 +55,7 @@ def _field_names(dataclass_types: tuple) -> set[str]:
     return {field.name for kind in dataclass_types for field in dataclasses.fields(kind)}
 
 
-def _flag_name(token: str) -> str | None:
+def flag_name(token: str) -> str | None:
     """`--dataloader-pin-memory=true` -> 'dataloader_pin_memory'; None for a token that is not a long flag."""
     if not token.startswith("--"):
         return None
@@ -64,7 +64,7 @@ def _flag_name(token: str) -> str | None:
 
 def _given(name: str, config: dict, argv: list[str]) -> bool:
     """Whether the YAML or a flag sets `name`, in any spelling the parser takes (dashes, `--no_name`)."""
-    return name in config or any(_flag_name(token) in (name, f"no_{name}") for token in argv)
+    return name in config or any(flag_name(token) in (name, f"no_{name}") for token in argv)
 
 
 def _accelerator_available() -> bool:
@@ -108,7 +108,7 @@ _CHECKPOINTING_RENAMES = (
 
 def _renamed(token: str, old: str, new: str) -> str:
     """A flag of `old` in any spelling the parser takes, as the flag of `new` (which has no `--no_` form)."""
-    name = _flag_name(token)
+    name = flag_name(token)
     if name == old:
         return f"--{new}{token[len(old) + 2 :]}"
     return f"--{new}=false" if name == f"no_{old}" else token

@@ -96,10 +96,12 @@ STAND_IN_SIZES = {
 
 def _flag(argv: list[str], name: str) -> tuple[int, int, str | None] | None:
     """(start, end, value) of `--name VALUE`, `--name=VALUE` or a bare `--name` (value None) in argv; else None."""
+    from recipes.common.config_defaults import flag_name
+
     for index, token in enumerate(argv):
-        flag, equals, inline = token.partition("=")
-        if not flag.startswith("--") or flag[2:].replace("-", "_") != name:
+        if flag_name(token) != name:
             continue
+        _, equals, inline = token.partition("=")
         if equals:
             return index, index + 1, inline
         following = argv[index + 1] if index + 1 < len(argv) else None
@@ -111,10 +113,12 @@ def _flag(argv: list[str], name: str) -> tuple[int, int, str | None] | None:
 
 def asked_to_try(config: dict, argv: list[str]) -> bool:
     """Whether the command line (`--try_on_this_machine [true]`) or else the YAML asks for a try."""
+    from basics.option_values import is_yes
+
     given = _flag(argv, OPTION)
     if given is None:
-        return str(config.get(OPTION, False)).lower() in ("true", "1", "yes")
-    return given[2] is None or given[2].lower() in ("true", "1", "yes")
+        return is_yes(config.get(OPTION, False))
+    return given[2] is None or is_yes(given[2])
 
 
 def cache_dir() -> Path:
@@ -162,12 +166,9 @@ def _say(option: str, old, new, why: str) -> None:
 
 
 def _defaults(dataclass_types: tuple) -> dict:
-    found = {}
-    for kind in dataclass_types:
-        for item in dataclasses.fields(kind):
-            has_factory = item.default_factory is not dataclasses.MISSING
-            found[item.name] = item.default_factory() if has_factory else item.default
-    return found
+    from recipes.common.help import default_of
+
+    return {item.name: default_of(item) for kind in dataclass_types for item in dataclasses.fields(kind)}
 
 
 def _installed(module: str) -> bool:
@@ -259,6 +260,8 @@ def _sizes(config: dict, argv: list[str], defaults: dict) -> None:
 
 
 def _machine(config: dict, argv: list[str], defaults: dict, without_accelerator: bool) -> None:
+    from eval.sampler import vllm_available
+
     def change(name: str, new, why: str, when) -> None:
         old = config.get(name, defaults.get(name))
         if name in defaults and _flag(argv, name) is None and when(old):
@@ -270,9 +273,15 @@ def _machine(config: dict, argv: list[str], defaults: dict, without_accelerator:
         change("fp16", False, "no accelerator here: fp32", lambda old: bool(old))
         change("dtype", "float32", "no accelerator here: fp32", lambda old: old in ("bfloat16", "float16"))
         change("use_cpu", True, "no accelerator here", lambda old: not old)
-        change("deepspeed", None, "DeepSpeed's ZeRO runs on GPUs", lambda old: bool(old))
+        change(
+            "deepspeed",
+            None,
+            "a DeepSpeed JSON's GPU settings; for ZeRO on this CPU, launch with "
+            "recipes/accelerate/zero2.yaml or zero3.yaml and --mixed_precision no",
+            lambda old: bool(old),
+        )
         change("vllm_tensor_parallel_size", 1, "one process here", lambda old: (old or 1) > 1)
-    if not _installed("vllm"):
+    if not vllm_available():
         change("use_vllm", False, "vLLM is not installed here: transformers generates", lambda old: old is True)
     if not _installed("flash_attn"):
         change("attn_implementation", "sdpa", "flash-attn is not installed here", lambda old: "flash" in str(old))
