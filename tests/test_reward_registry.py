@@ -22,6 +22,7 @@ BUILTIN_REWARDS = {
     "format_only",
     "kimi_length",
     "language_consistency",
+    "length_penalty",
     "llm_judge",
     "math_accuracy",
     "overlong",

@@ -36,6 +36,16 @@ def test_overlong_without_token_ids_counts_characters():
 # ---------------------------------------------------------------- Kimi length
 
 
+def test_length_penalty_is_linear_in_tokens_past_the_free_ones():
+    penalty = get_reward("length_penalty")
+    assert penalty(["x", "y", "z"], completion_ids=[[1] * 7, [], [1] * 40]) == [-7.0, 0.0, -40.0]
+    free = get_reward("length_penalty", free_tokens=10)
+    assert free(["x", "y"], completion_ids=[[1] * 7, [1] * 25]) == [0.0, -15.0]
+    assert penalty(["abcd"]) == [-4.0]  # without token ids: characters, said once in the log
+    with pytest.raises(ValueError, match="free_tokens >= 0"):
+        get_reward("length_penalty", free_tokens=-1)
+
+
 def test_kimi_length_by_hand():
     kimi = get_reward("kimi_length")
     completions = ["\\boxed{1}", "\\boxed{1}", "\\boxed{2}", "\\boxed{2}", "\\boxed{1}"]

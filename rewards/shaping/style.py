@@ -1,6 +1,9 @@
 """Reward shaping on length, repetition and language, added to the correctness reward with weights.
 
 * `overlong`: DAPO's soft overlong punishment (Yu et al. 2025, "DAPO", eq. 13), on token counts;
+* `length_penalty`: a linear cost per token, minus the completion's length (the entry's `weight` is the cost
+  of one token, lambda): the plain length penalty whose effect per difficulty scripts/bench/length_penalty.py
+  measures;
 * `kimi_length`: Kimi k1.5's length reward (Kimi Team 2025, section 2.3.3), per prompt group;
 * `cosine`: the cosine length-scaled correctness reward of Yeo et al. 2025 ("Demystifying Long
   Chain-of-Thought Reasoning in LLMs");
@@ -77,6 +80,26 @@ def make_overlong(max_len: int = 4096, buffer: int = 1024):
         return [overlong_penalty(n, max_len, buffer) for n in completion_lengths(completions, kwargs, "overlong")]
 
     return overlong
+
+
+# ---------------------------------------------------------------- linear length
+
+
+@register("length_penalty")
+def make_length_penalty(free_tokens: int = 0):
+    """Minus the completion's token count past `free_tokens`, for every completion, right or wrong: with the
+    entry's `weight` lambda, accuracy - lambda x length. No reward of the registry is linear in length (overlong
+    is 0 up to its buffer, kimi_length and cosine depend on correctness and the group), and a linear cost is
+    the one whose trade is easiest to read: a completion that saves n tokens gains lambda x n whatever it
+    answers, so a problem is worth working only while its chance of being right exceeds lambda x its length."""
+    if free_tokens < 0:
+        raise ValueError(f"length_penalty needs free_tokens >= 0, got {free_tokens}")
+
+    def length_penalty(completions, **kwargs) -> list[float]:
+        lengths = completion_lengths(completions, kwargs, "length_penalty")
+        return [-float(max(0, length - free_tokens)) for length in lengths]
+
+    return length_penalty
 
 
 # ---------------------------------------------------------------- Kimi k1.5 length

@@ -34,9 +34,12 @@ DESCRIPTIONS = {
 }
 
 
-# Modules here that are not benchmarks: this runner, the adversarial corpus reader bench_rewards uses, and
-# sample_efficiency's runs and statistics.
-NOT_BENCHMARKS = ("run_all", "__init__", "adversarial_corpus", "sample_efficiency_runs", "sample_efficiency_stats")
+# Modules here that are not benchmarks: this runner, the adversarial corpus reader bench_rewards uses,
+# sample_efficiency's runs and statistics, and length_penalty's report.
+NOT_BENCHMARKS = (
+    "run_all", "__init__", "adversarial_corpus", "sample_efficiency_runs", "sample_efficiency_stats",
+    "length_penalty_report", "emergence_measures",
+)  # fmt: skip
 
 
 def benchmarks() -> list[str]:

@@ -33,9 +33,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -48,6 +45,7 @@ from scripts.bench.sample_efficiency_runs import (  # noqa: E402
     EVAL_LEVELS,
     VARIANTS,
     reuse,
+    run_child,
     run_job,
 )
 from scripts.bench.sample_efficiency_stats import write_plot, write_table  # noqa: E402
@@ -82,24 +80,15 @@ STEP_COST = {**dict.fromkeys(DYNAMIC_SAMPLING_OFF, "step_s"), "format_only": "ca
 def launch(name: str, seed: int, args) -> int:
     """Run one job in a child process (a crash there stops only that run); its output goes to job.log."""
     folder = args.output_dir if name == "cold_start" else args.output_dir / name / f"seed{seed}"
-    folder.mkdir(parents=True, exist_ok=True)
     argv = [
-        sys.executable, str(Path(__file__).resolve()), "--job", name, str(seed), "--model", str(args.model),
+        str(Path(__file__).resolve()), "--job", name, str(seed), "--model", str(args.model),
         "--steps", str(args.steps), "--save-steps", str(args.save_steps), "--eval-problems", str(args.eval_problems),
         "--eval-samples", str(args.eval_samples), "--eval-seed", str(args.eval_seed),
         "--output-dir", str(args.output_dir), "--threads", str(args.threads), *(["--fast"] if args.fast else []),
     ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
-           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # fmt: skip
     name_seed = "cold start" if name == "cold_start" else f"{name} seed {seed}"
-    logger.info("[%s] started (log: %s)", name_seed, folder / ("cold_start.log" if name == "cold_start" else "job.log"))
-    started = time.time()
-    with open(folder / ("cold_start.log" if name == "cold_start" else "job.log"), "a") as log:
-        code = subprocess.run(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
-    logger.info("[%s] %s in %.1f min", name_seed, "done" if code == 0 else f"FAILED (exit {code})",
-                (time.time() - started) / 60)  # fmt: skip
-    return code
+    log = folder / ("cold_start.log" if name == "cold_start" else "job.log")
+    return run_child(argv, log, name_seed, args.threads)
 
 
 def job_minutes(name: str, args) -> float:

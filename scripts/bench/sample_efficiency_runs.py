@@ -7,6 +7,10 @@ child process that calls `run_job` here.
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -85,14 +89,36 @@ DEFAULT_VARIANTS = [
 DYNAMIC_SAMPLING_OFF = {"grpo", "dr_grpo", "dapo_no_ds", "grpo_beta0"}  # the cost model's plain steps
 
 
+logger = logging.getLogger("bench.sample_efficiency")
+
+
 # ---------------------------------------------------------------- one run
 
 
-def grpo_argv(name: str, seed: int, args, run_dir: Path) -> list[str]:
-    """recipes/grpo.py's command line for one (variant, seed)."""
+def run_child(argv: list[str], log: Path, label: str, threads: int) -> int:
+    """`python argv...` in a child process with `threads` torch threads, its output appended to `log`: one run of
+    a seeded bench, whose crash stops only that run. Returns the exit status."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    logger.info("[%s] started (log: %s)", label, log)
+    started = time.time()
+    with open(log, "a") as handle:
+        code = subprocess.run(
+            [sys.executable, *argv], cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT
+        ).returncode
+    logger.info(
+        "[%s] %s in %.1f min", label, "done" if code == 0 else f"FAILED (exit {code})", (time.time() - started) / 60
+    )
+    return code
+
+
+def grpo_argv(name: str, seed: int, args, run_dir: Path, variants: dict | None = None) -> list[str]:
+    """recipes/grpo.py's command line for one (variant, seed); `variants`: another bench's table (default VARIANTS)."""
     import yaml
 
-    variant = VARIANTS[name]
+    variant = (variants or VARIANTS)[name]
     config = yaml.safe_load(variant.config.read_text())
     argv = [
         "--config", str(variant.config), *variant.flags(config, seed),
@@ -108,7 +134,7 @@ def grpo_argv(name: str, seed: int, args, run_dir: Path) -> list[str]:
     return argv
 
 
-def train(name: str, seed: int, args, run_dir: Path) -> None:
+def train(name: str, seed: int, args, run_dir: Path, variants: dict | None = None) -> None:
     """recipes/grpo.py in this (job) process; resumes a cut-off run from its last checkpoint."""
     if (run_dir / "run_card.json").is_file():
         card = json.loads((run_dir / "run_card.json").read_text())
@@ -120,7 +146,7 @@ def train(name: str, seed: int, args, run_dir: Path) -> None:
     from recipes import grpo
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    grpo.cli(grpo_argv(name, seed, args, run_dir))
+    grpo.cli(grpo_argv(name, seed, args, run_dir, variants))
 
 
 def step_records(run_dir: Path) -> dict[int, dict]:
