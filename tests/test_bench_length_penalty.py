@@ -74,7 +74,7 @@ def test_the_report_reads_what_the_runs_hold(tmp_path):
     args = SimpleNamespace(steps=60, eval_problems=2, eval_samples=4, seeds=[0, 1], weak_steps=300,
                            table=tmp_path / "t.md", plot_dir=tmp_path)  # fmt: skip
     arms = {name: bench.LENGTH_ARMS[name] for name in ("lambda_0", "lambda_0.1")}
-    report.write_report(found, arms, {}, args)
+    report.write_report(found, {"group": arms}, {}, args)
     table = (tmp_path / "t.md").read_text()
     # per seed: (1 + .75 + 0 + .25) / 4 = 0.5 and (1 + 1 + .25 + 0) / 4 = 0.5625: mean 0.531, sample std 0.044
     assert "| accuracy - 0.1 x length | 2 | 0.531 ± 0.044 |" in table
@@ -89,14 +89,17 @@ def test_every_arm_parses_as_recipes_grpo_options():
     from recipes import grpo
     from recipes.common.config import parse_recipe_args
 
-    for name, arm in {**bench.LENGTH_ARMS, **bench.trap_arms(0.001)}.items():
+    for name, arm in {**bench.LENGTH_ARMS, **bench.LENGTH_NONE_ARMS, **bench.trap_arms(0.001)}.items():
         argv = [*arm.flags({}, 0), "--output_dir", "/tmp/unused"]
         script, training, _ = parse_recipe_args(grpo.make_parser().dataclass_types, str(arm.config), argv)
         rewards = {reward["name"]: reward["weight"] for reward in script.rewards}
         assert rewards["math_accuracy"] == 1.0 and "overlong" not in rewards, name
         assert training.variance_rewards == ["sum"] and script.dataset_name == "synthetic:1-12", name
-        if name.startswith("lambda_") and name != "lambda_0":
-            assert rewards["length_penalty"] == float(name.split("_")[1])
+        if "lambda_" in name and not name.endswith("lambda_0"):
+            assert rewards["length_penalty"] == float(name.split("_")[-1])
+        if not name.startswith("trap_"):  # dapo.yaml's scale is group; the amendment's arms divide by nothing
+            assert training.scale_rewards == ("none" if name.startswith("none_") else "group"), name
+            assert (bench.LENGTH_NONE_ARMS if name.startswith("none_") else bench.LENGTH_ARMS)[name] is arm
         if name.startswith("trap_"):
             assert training.scale_rewards == name.split("_")[1] and training.dynamic_sampling is False
             assert rewards["length_penalty"] == 0.001

@@ -1,6 +1,7 @@
 """Benchmark: what a length penalty costs per difficulty, and the normalisation trap (issue 59).
 
-    python scripts/bench/length_penalty.py [--experiment length|trap|both] [--seeds 0 1 2] [--jobs 2] [--dry-run]
+    python scripts/bench/length_penalty.py [--experiment length|length_none|trap|all] [--seeds 0 1 2] [--jobs 2]
+                                           [--arms ...] [--dry-run]
     python scripts/bench/length_penalty.py --fast        # a smoke run: every arm, seed 0, 2 steps, 1 problem a level
 
 **length**: DAPO from the demo's cold start (artifacts/demo/sft, the shipped one when missing) with the reward
@@ -12,6 +13,11 @@ whatever its lengths, and the penalty would act on mixed groups only); there is 
 is accuracy alone. Each final model is evaluated on held-out problems of every level (--eval-problems a level,
 --eval-samples samples each at temperature 1, the same problems and sampling streams for every run): accuracy
 and completion length per level, paired against lambda = 0 per seed and pooled over seeds.
+
+**length_none**: the same arms with `scale_rewards: none` (Dr. GRPO's advantage, r - mean, no division by the
+group's std). Added after the first seed of **length**, where every penalty collapsed (see the read-out's
+amendment): with the std division a group all right (or all wrong) whose lengths differ by a few tokens gets
+advantages as large as right against wrong, which is the trap below, not the trade a per-level reading wants.
 
 **trap**: from a weak start (the demo's cold-start SFT stopped after --weak-steps steps: the format, not yet the
 lookup, so almost every group is all wrong), a small length penalty (--trap-lambda) with `scale_rewards: group`
@@ -52,6 +58,8 @@ POOL = "synthetic:1-12"
 MAX_NEW_TOKENS = 96  # the demo configs' max_completion_length
 LAMBDAS = (0.003, 0.01, 0.03, 0.1)  # per token: working a level-L problem costs about 3L tokens more than a guess
 TRAP_LAMBDA = 0.001
+EXPERIMENTS = {"length": ["length"], "length_none": ["length_none"], "trap": ["trap"],
+               "all": ["length", "length_none", "trap"]}  # fmt: skip
 WEAK_STEPS = 300
 ACCURACY = {"name": "math_accuracy", "weight": 1.0}
 
@@ -65,21 +73,33 @@ def lambda_arm(weight: float) -> str:
     return f"lambda_{weight:g}"
 
 
-LENGTH_ARMS = {
-    lambda_arm(0): Variant("accuracy alone (lambda 0)", DAPO, None, _flags([ACCURACY])),
-    **{
-        lambda_arm(weight): Variant(
-            f"accuracy - {weight:g} x length",
+def length_arms(scale: str = "group") -> dict[str, Variant]:
+    """The length experiment's arms with `scale_rewards: scale` (dapo.yaml's own is group; see the module doc)."""
+    prefix, more = ("", ()) if scale == "group" else (f"{scale}_", ("--scale_rewards", scale))
+    suffix = "" if scale == "group" else f", scale_rewards {scale}"
+    base = prefix + lambda_arm(0)
+    return {
+        base: Variant(f"accuracy alone (lambda 0){suffix}", DAPO, None, _flags([ACCURACY], *more)),
+        **{
+            prefix + lambda_arm(weight): Variant(
+                f"accuracy - {weight:g} x length{suffix}",
+                DAPO,
+                base,
+                _flags([ACCURACY, {"name": "length_penalty", "weight": weight}], *more),
+            )  # fmt: skip
+            for weight in LAMBDAS
+        },
+        prefix + "kimi_length": Variant(
+            f"accuracy + kimi_length{suffix}",
             DAPO,
-            lambda_arm(0),
-            _flags([ACCURACY, {"name": "length_penalty", "weight": weight}]),
-        )  # fmt: skip
-        for weight in LAMBDAS
-    },
-    "kimi_length": Variant(
-        "accuracy + kimi_length", DAPO, lambda_arm(0), _flags([ACCURACY, {"name": "kimi_length", "weight": 1.0}])
-    ),
-}
+            base,
+            _flags([ACCURACY, {"name": "kimi_length", "weight": 1.0}], *more),
+        ),  # fmt: skip
+    }
+
+
+LENGTH_ARMS = length_arms("group")
+LENGTH_NONE_ARMS = length_arms("none")  # the amendment of docs/readouts/length-penalty.md
 
 
 def trap_arms(weight: float) -> dict[str, Variant]:
@@ -184,8 +204,8 @@ def run_job(name: str, seed: int, args) -> None:
         result = evaluate(model, AutoTokenizer.from_pretrained(model), args)
         (args.output_dir / f"{name}_eval.json").write_text(json.dumps({**result, "settings": settings(args)}))
         return
-    arms = {**LENGTH_ARMS, **trap_arms(args.trap_lambda)}
-    start = args.model if name in LENGTH_ARMS else args.output_dir / "weak_start"
+    arms = {**LENGTH_ARMS, **LENGTH_NONE_ARMS, **trap_arms(args.trap_lambda)}
+    start = args.model if name in {**LENGTH_ARMS, **LENGTH_NONE_ARMS} else args.output_dir / "weak_start"
     run_dir = args.output_dir / name / f"seed{seed}"
     started = time.process_time()
     train(name, seed, SimpleNamespace(**{**vars(args), "model": start, "save_steps": args.steps}), run_dir, arms)
@@ -229,7 +249,7 @@ def estimate_minutes(todo: list[tuple[str, int]], args) -> float:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--experiment", choices=("length", "trap", "both"), default="both")
+    parser.add_argument("--experiment", choices=EXPERIMENTS, default="all", help="default: all of them")
     parser.add_argument("--model", type=Path, default=REPO / "artifacts" / "demo" / "sft", help="the cold start")
     parser.add_argument("--base", type=Path, default=REPO / "artifacts" / "tiny-base",
                         help="the untrained model the weak start's SFT starts from (built when missing)")  # fmt: skip
@@ -250,7 +270,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="print the runs to do and the estimate, then stop")
     parser.add_argument("--job", nargs=2, metavar=("ARM", "SEED"), help=argparse.SUPPRESS)  # one run, internal
     args = parser.parse_args(argv)
-    known = [*LENGTH_ARMS, *trap_arms(args.trap_lambda)]
+    known = [*LENGTH_ARMS, *LENGTH_NONE_ARMS, *trap_arms(args.trap_lambda)]
     if args.arms and sorted(set(args.arms) - set(known)):
         parser.error(f"unknown arm(s) {sorted(set(args.arms) - set(known))}; choose from {', '.join(known)}")
     args.steps = args.steps or (2 if args.fast else 60)
@@ -268,7 +288,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def load(args) -> dict:
     """Every finished evaluation on disk: {"start": ..., "weak_start": ..., arm: {seed: eval}}."""
     found = {name: reuse(args.output_dir / f"{name}_eval.json", args) for name in ("start", "weak_start")}
-    for arm in [*LENGTH_ARMS, *trap_arms(args.trap_lambda)]:
+    for arm in [*LENGTH_ARMS, *LENGTH_NONE_ARMS, *trap_arms(args.trap_lambda)]:
         runs = {seed: reuse(args.output_dir / arm / f"seed{seed}" / "eval.json", args) for seed in args.seeds}
         found[arm] = {seed: run for seed, run in runs.items() if run and run.get("done")}
     return found
@@ -277,7 +297,7 @@ def load(args) -> dict:
 def report(args) -> dict:
     from scripts.bench.length_penalty_report import write_report
 
-    return write_report(load(args), LENGTH_ARMS, trap_arms(args.trap_lambda), args)
+    return write_report(load(args), {"group": LENGTH_ARMS, "none": LENGTH_NONE_ARMS}, trap_arms(args.trap_lambda), args)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -287,10 +307,10 @@ def main(argv: list[str] | None = None) -> dict:
         run_job(args.job[0], int(args.job[1]), args)
         return {}
     found = load(args)
-    arms = [*(LENGTH_ARMS if args.experiment in ("length", "both") else ()),
-            *(trap_arms(args.trap_lambda) if args.experiment in ("trap", "both") else ())]  # fmt: skip
-    arms = [arm for arm in arms if not args.arms or arm in args.arms]
-    needed = {"length": ["start"], "trap": ["weak_start"], "both": ["start", "weak_start"]}[args.experiment]
+    chosen = EXPERIMENTS[args.experiment]
+    tables = {"length": LENGTH_ARMS, "length_none": LENGTH_NONE_ARMS, "trap": trap_arms(args.trap_lambda)}
+    arms = [arm for experiment in chosen for arm in tables[experiment] if not args.arms or arm in args.arms]
+    needed = ["start"] * bool({"length", "length_none"} & set(chosen)) + ["weak_start"] * ("trap" in chosen)
     starts = [name for name in needed if found[name] is None]
     runs = [(arm, seed) for seed in args.seeds for arm in arms if seed not in found[arm]]
     minutes = estimate_minutes([(name, 0) for name in starts] + runs, args)

@@ -69,7 +69,7 @@ def length_tables(found: dict, arms: dict) -> list[str]:
     base = found.get(base_name) or {}
     done = {name: found[name] for name in arms if found.get(name)}
     if not base or not done:
-        return ["(the length experiment has no finished run of lambda = 0 yet)"]
+        return ["(no finished run of lambda = 0 yet)"]
     start = found.get("start")
     lines = ["| arm | seeds | accuracy (mean ± std over seeds) | tokens | accuracy vs lambda 0, pooled [95% CI] "
              "| tokens vs lambda 0 | levels where accuracy falls (CI below 0) |", "|---|---:|---|---|---|---|---|"]  # fmt: skip
@@ -128,15 +128,18 @@ def trap_rows(found: dict, arms: dict) -> list[str]:
     return lines
 
 
-def write_plots(found: dict, length_arms: dict, trap: dict, folder: Path) -> None:
+def write_plots(found: dict, length_experiments: dict[str, dict], trap: dict, folder: Path) -> None:
+    """length_by_level[_<scale>].png for each length experiment with runs, and length_trap.png."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
-    done = {name: found[name] for name in length_arms if found.get(name)}
-    if done:
+    for scale, length_arms in length_experiments.items():
+        done = {name: found[name] for name in length_arms if found.get(name)}
+        if not done:
+            continue
         figure, axes = plt.subplots(1, 2, figsize=(11, 4.5))
         for name, runs in done.items():
             levels = levels_of(next(iter(runs.values())))
@@ -148,9 +151,11 @@ def write_plots(found: dict, length_arms: dict, trap: dict, folder: Path) -> Non
             ax.set_ylabel(label)
             ax.grid(alpha=0.3)
         axes[0].legend(fontsize=7)
-        figure.suptitle("DAPO with a length penalty: per level, mean over seeds")
+        figure.suptitle(f"DAPO with a length penalty, scale_rewards {scale}: per level, mean over seeds")
         figure.tight_layout()
-        figure.savefig(folder / "length_by_level.png", dpi=110)
+        figure.savefig(
+            folder / ("length_by_level.png" if scale == "group" else f"length_by_level_{scale}.png"), dpi=110
+        )
         plt.close(figure)
     if any(found.get(name) for name in trap):
         figure, axes = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -172,14 +177,17 @@ def write_plots(found: dict, length_arms: dict, trap: dict, folder: Path) -> Non
         plt.close(figure)
 
 
-def write_report(found: dict, length_arms: dict, trap: dict, args) -> dict:
-    """The markdown tables at args.table and the two plots in args.plot_dir; returns what they were made from."""
+def write_report(found: dict, length_experiments: dict[str, dict], trap: dict, args) -> dict:
+    """The markdown tables at args.table and the plots in args.plot_dir (`length_experiments`: scale_rewards ->
+    that experiment's arms); returns what they were made from."""
     setup = (f"{args.steps} steps of 8 prompts x 8 samples; held-out: {args.eval_problems} problems a level, "
              f"{args.eval_samples} samples each at temperature 1; seeds {args.seeds}")  # fmt: skip
     lines = ["# Length penalties per level, and the normalisation trap", "", f"Setup: {setup}.", "",
-             "## Accuracy minus lambda x length, from the cold start", "", *length_tables(found, length_arms), "",
+             *(line for scale, arms in length_experiments.items() for line in (
+                 f"## Accuracy minus lambda x length, from the cold start, scale_rewards {scale}", "",
+                 *length_tables(found, arms), "")),
              f"## The normalisation trap (weak start: {args.weak_steps} SFT steps)", "", *trap_rows(found, trap)]  # fmt: skip
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.table.write_text("\n".join(lines) + "\n")
-    write_plots(found, length_arms, trap, args.plot_dir)
+    write_plots(found, length_experiments, trap, args.plot_dir)
     return found
