@@ -14,6 +14,7 @@ import json
 import logging
 from pathlib import Path
 
+from recipes.common import trl_private
 from recipes.common.interrupt import TRAINER_STATE, newest_checkpoint, note_tied_weights_on_resume
 
 logger = logging.getLogger(__name__)
@@ -192,6 +193,6 @@ def restore_before_divergence(trainer, output_dir: str | Path, hacking: dict) ->
             start, output_dir, trainer.state.global_step,
         )  # fmt: skip
         return None
-    trainer._load_from_checkpoint(checkpoint)  # the Trainer's own loader: full weights or a LoRA adapter
+    trl_private.load_checkpoint_weights(trainer, checkpoint)  # the Trainer's own loader: full weights or a LoRA adapter
     logger.warning("reward hacking: the saved model is %s (the divergence began at step %d)", checkpoint, start)
     return checkpoint

@@ -122,9 +122,10 @@ def trap_rows(found: dict, arms: dict) -> list[str]:
     for name, arm in arms.items():
         runs, parent = found.get(name) or {}, found.get(arm.parent) or {}
         if arm.parent and set(runs) & set(parent):
+            accuracy, tokens = (pooled_difference(runs, parent, key) for key in ("pass@1", "tokens"))
+            per_seed = ", ".join(f"seed {seed} {value:+.1f}" for seed, value in tokens["per_seed"].items())
             lines += ["", f"{arm.label} minus {arms[arm.parent].label}, paired on seeds and problems: held-out "
-                      f"accuracy {_cell(pooled_difference(runs, parent, 'pass@1'))}, tokens "
-                      f"{_cell(pooled_difference(runs, parent, 'tokens'), 1)}."]  # fmt: skip
+                      f"accuracy {_cell(accuracy)}, tokens {_cell(tokens, 1)} ({per_seed})."]  # fmt: skip
     return lines
 
 

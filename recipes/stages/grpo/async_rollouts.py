@@ -50,6 +50,8 @@ from collections import deque
 import torch
 from transformers import TrainerCallback
 
+from recipes.common import trl_private
+
 logger = logging.getLogger(__name__)
 
 SEED_STRIDE = 1_000_003  # a run's requests draw seeds seed * SEED_STRIDE + request number
@@ -168,7 +170,7 @@ class AsyncRolloutMixin:
         while len(self._ahead) < self.max_staleness * self.args.gradient_accumulation_steps:
             if not self._read_one(epoch_iterator):
                 break
-        return samples, self._get_num_items_in_batch(samples, device)
+        return samples, trl_private.num_items_in_batch(self, samples, device)
 
     def _read_one(self, iterator) -> bool:
         try:
@@ -231,7 +233,7 @@ class AsyncRolloutMixin:
             self._submit(key)
 
     def _prompt_key(self, batch) -> tuple:
-        prompt_ids, _, _ = self._tokenize_prompts([row["prompt"] for row in batch])
+        prompt_ids, _, _ = trl_private.tokenize_prompts(self, [row["prompt"] for row in batch])
         return ids_key(prompt_ids)
 
     def _submit(self, key: tuple) -> None:
@@ -257,11 +259,11 @@ class AsyncRolloutMixin:
             if result.error is not None:
                 logger.warning("the rollout worker failed this batch; the trainer samples it:\n%s", result.error)
             elif staleness > self.max_staleness + self.args.weight_sync_steps - 1:  # an extra round kept too long
-                self._metrics["train"]["async/stale_rounds_dropped"].append(1.0)
+                trl_private.metrics(self)["async/stale_rounds_dropped"].append(1.0)
             else:
                 if same_rng:
                     torch.set_rng_state(result.rng_state)
-                self._metrics["train"]["async/staleness"].append(float(staleness))
+                trl_private.metrics(self)["async/staleness"].append(float(staleness))
                 self.rounds_from_worker += 1
                 return result.completion_ids, result.logprobs
         return super()._generate_single_turn(
@@ -298,7 +300,7 @@ class AsyncRolloutCallback(TrainerCallback):
         if self.mark is not None and self.trainer._worker is not None:
             wall = now[0] - self.mark[0]
             if wall > 0:
-                metrics = self.trainer._metrics["train"]
+                metrics = trl_private.metrics(self.trainer)
                 metrics["async/trainer_idle_ratio"].append(min(1.0, max(0.0, (now[1] - self.mark[1]) / wall)))
                 metrics["async/rollouter_idle_ratio"].append(min(1.0, max(0.0, 1 - (now[2] - self.mark[2]) / wall)))
                 metrics["async/worker_rounds"].append(float(self.trainer.rounds_from_worker))

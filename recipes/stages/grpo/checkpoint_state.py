@@ -13,6 +13,7 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from basics.atomic_files import write_atomic
+from recipes.common import trl_private
 from recipes.stages.grpo.dynamic_sampling import Group
 from recipes.stages.grpo.partial_rollouts import Carried
 
@@ -28,7 +29,7 @@ class RLVRStateMixin:
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
-        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        folder = os.path.join(trl_private.output_dir(self, trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         if self.args.should_save:
             state = {"extra_draws": self._extra_draws, "zero_std_estimate": self._zero_std_estimate}
             if self.curriculum is not None:

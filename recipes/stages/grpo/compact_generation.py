@@ -19,6 +19,8 @@ from contextlib import contextmanager
 
 import torch
 
+from recipes.common import trl_private
+
 # The per-token tensors of a GRPO micro-batch: prompt columns (left-padded) and completion columns (right-padded).
 PROMPT_COLUMNS = ("prompt_ids", "prompt_mask")
 COMPLETION_COLUMNS = (
@@ -81,7 +83,7 @@ class CompactGenerationMixin:
                 gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
             ) as unwrapped_model,
             torch.no_grad(),
-            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+            trl_private.distributed(self).summon_full_params(self.model_wrapped, recurse=False),
             merged_lora(unwrapped_model, enabled=merge) as merged,
         ):
             yield merged
@@ -92,7 +94,7 @@ class CompactGenerationMixin:
         return {
             "max_new_tokens": self.max_completion_length,
             "stop_ids": set(self.eos_token_ids),
-            "pad_id": self._tokenizer.pad_token_id,
+            "pad_id": trl_private.pad_token_id(self),
         }
 
     def _sampling_distribution(self) -> tuple[float, float, int | None]:

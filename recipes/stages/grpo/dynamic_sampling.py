@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 import torch
 
+from recipes.common import trl_private
+
 logger = logging.getLogger(__name__)
 
 MODES = ("batch", "reference", "adaptive")
@@ -221,7 +223,7 @@ class DynamicSamplingMixin:
         self._complete_old_logps(chosen)
         counts = {"buffer_used": len(used), "buffer_carried": len(surplus), "buffer_dropped": len(dropped)}
         if estimate is not None:
-            self._metrics["train"]["dynamic_sampling/zero_std_estimate"].append(estimate)
+            trl_private.metrics(self)["dynamic_sampling/zero_std_estimate"].append(estimate)
         rounds = max(len(self.last_round_sizes) - 1, 0)
         return self._finish(chosen, len(used) + min(len(kept), need), rounds, cap_hit, counts)
 
@@ -254,7 +256,7 @@ class DynamicSamplingMixin:
         local = [sum(self.last_round_sizes), kept_with_variance, *counts.values()]
         totals = self.accelerator.gather(torch.tensor(local, device=self.accelerator.device))
         totals = totals.view(-1, len(local)).sum(dim=0).tolist()
-        metrics = self._metrics["train"]
+        metrics = trl_private.metrics(self)
         metrics["dynamic_sampling/groups_generated"].append(totals[0])
         metrics["dynamic_sampling/groups_kept_with_variance"].append(totals[1])
         metrics["dynamic_sampling/extra_rounds"].append(rounds)
@@ -263,7 +265,7 @@ class DynamicSamplingMixin:
         metrics["dynamic_sampling/completions_per_kept_group"].append(per_kept)
         for name, total in zip(counts, totals[2:], strict=True):
             metrics[f"dynamic_sampling/{name}"].append(total)
-        out = assemble(chosen, self._tokenizer.pad_token_id)
+        out = assemble(chosen, trl_private.pad_token_id(self))
         loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
         out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
         return out
@@ -305,11 +307,12 @@ class DynamicSamplingMixin:
         from trl.models.utils import disable_gradient_checkpointing
 
         keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
-        merged = assemble(groups, self._tokenizer.pad_token_id, keys)
+        merged = assemble(groups, trl_private.pad_token_id(self), keys)
         input_ids = torch.cat([merged["prompt_ids"], merged["completion_ids"]], dim=1)
         attention_mask = torch.cat([merged["prompt_mask"], merged["completion_mask"]], dim=1)
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            logps, _, _ = self._get_per_token_logps_and_entropies(
+            logps, _, _ = trl_private.per_token_logps_and_entropies(
+                self,
                 self.model,
                 input_ids,
                 attention_mask,

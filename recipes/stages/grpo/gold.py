@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+from recipes.common import trl_private
+
 
 class GoldRewardsMixin:
     """For RLVRGRPOTrainer: `gold_reward_funcs` scored with TRL's own machinery, logged as gold/* and proxy/*."""
@@ -38,8 +40,8 @@ class GoldRewardsMixin:
     def _log_gold(self, rewards_per_func: torch.Tensor, rewards: torch.Tensor, gold: torch.Tensor) -> None:
         """proxy/reward (the weighted sum), proxy/<name> and gold/<name>: means over the batch's completions."""
         mode = "train" if self.model.training else "eval"
-        self._metrics[mode]["proxy/reward"].append(torch.nanmean(rewards).item())
+        trl_private.metrics(self, mode)["proxy/reward"].append(torch.nanmean(rewards).item())
         for index, name in enumerate(self.reward_func_names):
-            self._metrics[mode][f"proxy/{name}"].append(torch.nanmean(rewards_per_func[:, index]).item())
+            trl_private.metrics(self, mode)[f"proxy/{name}"].append(torch.nanmean(rewards_per_func[:, index]).item())
         for index, name in enumerate(self.gold_reward_names):
-            self._metrics[mode][f"gold/{name}"].append(torch.nanmean(gold[:, index]).item())
+            trl_private.metrics(self, mode)[f"gold/{name}"].append(torch.nanmean(gold[:, index]).item())

@@ -32,6 +32,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from recipes.common import trl_private
+
 logger = logging.getLogger(__name__)
 
 
@@ -121,7 +123,7 @@ class PartialRolloutMixin:
                     RowPlan(list(ids), list(logprobs), done, group.started)
                     for ids, logprobs, done in zip(group.completions, group.logprobs, group.finished, strict=True)
                 ]
-            metrics = self._metrics["train"]
+            metrics = trl_private.metrics(self)
             metrics["partial_rollouts/groups_continued"].append(float(len(carried)))
             metrics["partial_rollouts/oldest_segment"].append(
                 float(self.state.global_step - min(group.started for group in carried))
@@ -204,7 +206,7 @@ class PartialRolloutMixin:
         self._carried, dropped = set_aside[:target], set_aside[target:]
         if dropped:
             logger.warning("partial rollouts: %d groups still generating dropped (one batch is carried)", len(dropped))
-        metrics = self._metrics["train"]
+        metrics = trl_private.metrics(self)
         metrics["partial_rollouts/groups_set_aside"].append(float(len(set_aside)))
         metrics["partial_rollouts/groups_carried"].append(float(len(self._carried)))
         metrics["partial_rollouts/groups_dropped"].append(float(len(dropped)))

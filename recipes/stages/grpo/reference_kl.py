@@ -22,6 +22,8 @@ import logging
 
 import torch
 
+from recipes.common import trl_private
+
 logger = logging.getLogger(__name__)
 
 REF_LOGPS = "ref_per_token_logps"
@@ -80,10 +82,12 @@ class ReferenceKLMixin:
             if isinstance(unwrapped, PeftModel):
                 adapter = "ref" if "ref" in unwrapped.peft_config else None  # TRL's re-trained-adapter case
                 with use_adapter(unwrapped, adapter_name=adapter):
-                    logps, _, _ = self._get_per_token_logps_and_entropies(self.model, ids, mask, keep, batch_size=chunk)
+                    logps, _, _ = trl_private.per_token_logps_and_entropies(
+                        self, self.model, ids, mask, keep, batch_size=chunk
+                    )
             else:
-                logps, _, _ = self._get_per_token_logps_and_entropies(
-                    self._reference_model(), ids, mask, keep, batch_size=chunk
+                logps, _, _ = trl_private.per_token_logps_and_entropies(
+                    self, self._reference_model(), ids, mask, keep, batch_size=chunk
                 )
         batch[REF_LOGPS] = logps
 
@@ -101,4 +105,4 @@ class ReferenceKLMixin:
         mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
         total, count = k3_kl(per_token_logps.detach(), inputs[REF_LOGPS].to(per_token_logps.device), mask)
         totals = self.accelerator.reduce(torch.stack([total, count]), reduction="sum")
-        self._metrics["train"]["kl"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+        trl_private.metrics(self)["kl"].append((totals[0] / totals[1].clamp(min=1.0)).item())

@@ -35,6 +35,8 @@ import math
 
 import torch
 
+from recipes.common import trl_private
+
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
 
@@ -147,4 +149,4 @@ class SamplerCorrectionMixin:
         )  # fmt: skip
         inputs["importance_sampling_ratio"] = ratio
         for name, value in mismatch_metrics(policy, sampling, mask, ratio).items():
-            self._metrics["train"][name].append(value)
+            trl_private.metrics(self)[name].append(value)

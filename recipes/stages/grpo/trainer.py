@@ -50,6 +50,7 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
+from recipes.common import trl_private
 from recipes.stages.grpo.async_rollouts import AsyncRolloutMixin
 from recipes.stages.grpo.checkpoint_state import RLVRStateMixin
 from recipes.stages.grpo.compact_generation import CompactGenerationMixin, trim_micro_batch
@@ -106,6 +107,7 @@ class RLVRGRPOTrainer(
 
             adapt_for_cpu()  # TRL's weight pushes cannot reach vLLM's CPU kernels: vLLM's own reload can
         super().__init__(model, reward_funcs, args, *rest, **kwargs)
+        trl_private.check(self)  # the private names of TRL this trainer reads: one line when an upgrade drops one
         # gold rewards: scored on the same completions, logged, never in the loss (see _calculate_rewards)
         self.gold_reward_funcs = list(gold_reward_funcs)
         self.gold_reward_names = [function.__name__ for function in self.gold_reward_funcs]
@@ -113,7 +115,7 @@ class RLVRGRPOTrainer(
             args.sampling_dtype, self.is_deepspeed_enabled or self.is_fsdp_enabled, self.accelerator.device.type
         )  # recipes.stages.grpo.sampling_dtype: what compact generation samples in
         self.step_timing = StepTimer(self.accelerator.device)
-        self.add_callback(StepTimingCallback(self.step_timing, self._metrics))
+        self.add_callback(StepTimingCallback(self.step_timing, trl_private.all_metrics(self)))
         self._init_async_rollouts()  # recipes.stages.grpo.async_rollouts: generation beside training
         self._init_partial_rollouts()  # recipes.stages.grpo.partial_rollouts: long completions across steps
         if self.use_vllm:  # the weight push, a cost of its own (verl's timing_s/update_weights)
@@ -192,8 +194,8 @@ class RLVRGRPOTrainer(
             group_std = self._group_spread(rewards_per_func, rewards)
             self._last_group_std = group_std
             mode = "train"
-            self._metrics[mode]["groups/std_mean"].append(group_std.mean().item())
-            self._metrics[mode]["groups/zero_std_frac"].append(
+            trl_private.metrics(self, mode)["groups/std_mean"].append(group_std.mean().item())
+            trl_private.metrics(self, mode)["groups/zero_std_frac"].append(
                 torch.isclose(group_std, torch.zeros_like(group_std)).float().mean().item()
             )
             if self.curriculum is not None:
@@ -255,12 +257,13 @@ class RLVRGRPOTrainer(
             return super().training_step(model, inputs, num_items_in_batch)
 
     def _prepare_inputs(self, generation_batch):
-        buffered = self._buffered_inputs
+        buffered = trl_private.buffered_inputs(self)
         with self.step_timing.phase("prepare"):  # bookkeeping around generation: not a phase of the log
             inputs = super()._prepare_inputs(generation_batch)
-        if self.share_prompts and self.model.training and self._buffered_inputs is not buffered:
-            self._buffered_inputs = group_micro_batches(self._buffered_inputs)  # a fresh generation batch
-            inputs = self._buffered_inputs[self._step % self.args.steps_per_generation]
+        fresh = trl_private.buffered_inputs(self)
+        if self.share_prompts and self.model.training and fresh is not buffered:  # a fresh generation batch
+            trl_private.set_buffered_inputs(self, group_micro_batches(fresh))
+            inputs = trl_private.buffered_inputs(self)[trl_private.micro_step(self) % self.args.steps_per_generation]
         if self.model.training and self._zero_rows_droppable():
             inputs = self._drop_zero_advantage_rows(inputs)
         if self.trim_padding and self.model.training:

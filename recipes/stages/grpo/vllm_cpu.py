@@ -37,6 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from recipes.common import trl_private
+
 logger = logging.getLogger(__name__)
 
 RELOAD_METHOD = "rlvr_reload_weights"  # the worker extension's method, asked for over POST /collective_rpc
@@ -105,7 +107,7 @@ def push_to_server(generation) -> None:
 
     from basics.atomic_files import write_atomic
 
-    named = ((name, tensor) for name, tensor in generation._iter_named_params())
+    named = ((name, tensor) for name, tensor in trl_private.vllm_named_params(generation))
     if not generation.accelerator.is_main_process:
         for _ in named:  # take part in ZeRO-3's gathers, as TRL's own push does
             pass
@@ -132,8 +134,8 @@ def adapt_for_cpu() -> None:
             return push_to_server(self)
         if self.enable_sleep_mode:
             self.llm.wake_up(tags=["weights"])
-            self._llm_weights_sleeping = False
-        push_weights(self.llm, ((name, tensor.detach()) for name, tensor in self._iter_named_params()))
+            trl_private.mark_vllm_weights_awake(self)
+        push_weights(self.llm, ((name, tensor.detach()) for name, tensor in trl_private.vllm_named_params(self)))
         self.llm.reset_prefix_cache()
 
     sync_weights.cpu_push = True

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from recipes.common import trl_private
+
 
 class ZeroAdvantageMixin:
     """`skip_zero_advantage` for RLVRGRPOTrainer: `_prepare_inputs` drops the rows (`_drop_zero_advantage_rows`)
@@ -41,7 +43,7 @@ class ZeroAdvantageMixin:
         kept, dropped = drop_zero_advantage_rows(inputs)
         if kept["advantages"].shape[0] == 0 and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
             return inputs  # ZeRO and FSDP run their hooks in the model's own backward: let the zero batch run
-        self._metrics["train"]["loss_pass/zero_advantage_rows_skipped"].append(dropped)
+        trl_private.metrics(self)["loss_pass/zero_advantage_rows_skipped"].append(dropped)
         return kept
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
