@@ -4,8 +4,9 @@
                                       [--sft-steps N] [--jobs 2] [--dry-run]
     python scripts/bench/emergence.py --fast     # a smoke run into artifacts/bench/emergence_fast/
 
-The bases: recipes/sft.py with the demo's cold-start config (recipes/configs/demo/sft.yaml) from the untrained
-tiny base, on the same rows of levels 1-4 in the same order, with the same seed and steps. Each row's completion
+The bases: recipes/sft.py with the demo's cold-start config (recipes/configs/demo/sft.yaml) continued from the
+shipped cold start (--base: it has the lookup, and writes its working every time), on the same rows of levels 1-4
+in the same order, with the same seed and steps. Each row's completion
 either shows its working (the task's solution, one hop a line inside <think>) or answers directly
 (`<think>\\n</think>\\n\\boxed{N}`); the bases differ only in the share showing working (BASES: 10%, 2%, 0.5%,
 0%), drawn exactly per level by a seeded shuffle (scripts/bench/emergence_measures.py). Each base is evaluated
@@ -21,8 +22,10 @@ threshold; None when never). The final model is evaluated on the same held-out p
 Why: dapo.yaml has no KL term (which would hold the policy at its base's share), a token-level loss (GRPO's
 per-sequence mean favours short right answers) and dynamic sampling (which keeps the rare group where a worked
 answer is right); levels 2-6 are where working can pay (one hop is as easy answered directly; the bases, trained
-on 1-4, seldom solve more than 6). The SFT keeps sft.yaml's 2000 steps, the one budget measured to teach the
-lookup (its loss drop came at steps 900-1300); the report flags a base whose level-1 pass@1 is under 0.8.
+on 1-4, seldom solve more than 6). The bases continue the cold start because from the untrained model 2000 steps
+of these rows taught no lookup at all (level-1 pass@1 0.048 for 10% and 2% working; docs/readouts/emergence.md's
+amendment): the worked rows are what teach it, so a base must have it before its share of working is cut. The
+report flags a base whose level-1 pass@1 is under 0.8.
 
 Written as results come in, each job a child process (sample_efficiency_runs.run_child; `--jobs` side by side, one torch thread each); a rerun
 skips what is done, and refuses results made with other settings:
@@ -45,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 from basics.atomic_files import read_json, write_atomic  # noqa: E402
+from recipes.common.model import SHIPPED_COLD_START  # noqa: E402
 from scripts.bench.emergence_measures import EVAL_LEVELS, evaluate, write_plot, write_table  # noqa: E402
 from scripts.bench.sample_efficiency_runs import CONFIGS, run_child, step_records  # noqa: E402
 
@@ -284,7 +288,7 @@ def load_results(args) -> tuple[dict[str, dict], dict[tuple[str, str, int], dict
 def report(args) -> None:
     """Rewrite the table and the plot from what is on disk."""
     bases, runs = load_results(args)
-    setup = {"sft_steps": args.sft_steps, "sft_rows": args.sft_rows, "steps": args.steps, "seeds": args.seeds,
+    setup = {"start": args.base.name, "sft_steps": args.sft_steps, "sft_rows": args.sft_rows, "steps": args.steps, "seeds": args.seeds,
              "eval_problems": args.eval_problems, "eval_samples": args.eval_samples, "eval_seed": args.eval_seed,
              "train_levels": TRAIN_LEVELS, "bases": args.bases, "fix_weight": FIX_WEIGHT, "fix_base": FIX_BASE, "arms": ARMS}  # fmt: skip
     write_table(args.table, bases, runs, setup)
@@ -295,12 +299,13 @@ def report(args) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line; --fast sets a smoke run's sizes and its own output folder."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", type=Path, default=REPO / "artifacts" / "tiny-base", help="the untrained base")
+    parser.add_argument("--base", type=Path, default=SHIPPED_COLD_START,
+                        help="the model each base's SFT continues (default: the shipped cold start)")  # fmt: skip
     parser.add_argument("--bases", nargs="+", default=list(BASES), choices=list(BASES), help="default: all four")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="GRPO seeds (default 0 1 2; fast 0)")
     parser.add_argument("--steps", type=int, default=None, help="GRPO steps per run (default 100; fast 2)")
-    parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps per base (default 2000; fast 4)")
-    parser.add_argument("--sft-rows", type=int, default=None, help="SFT rows per level (default 16000; fast 8)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps per base (default 800; fast 4)")
+    parser.add_argument("--sft-rows", type=int, default=None, help="SFT rows per level (default 6400; fast 8)")
     parser.add_argument("--eval-problems", type=int, default=None, help="held-out problems per level (default 50)")
     parser.add_argument("--eval-samples", type=int, default=None, help="samples per problem (default 8; fast 2)")
     parser.add_argument("--eval-seed", type=int, default=0, help="held-out problems and their sampling streams")
@@ -316,7 +321,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     fast = args.fast
     args.seeds = args.seeds if args.seeds is not None else ([0] if fast else [0, 1, 2])
     args.steps = args.steps or (2 if fast else 100)
-    args.sft_steps, args.sft_rows = args.sft_steps or (4 if fast else 2000), args.sft_rows or (8 if fast else 16000)
+    args.sft_steps, args.sft_rows = args.sft_steps or (4 if fast else 800), args.sft_rows or (8 if fast else 6400)
     args.eval_problems = args.eval_problems or (1 if fast else 50)
     args.eval_samples = args.eval_samples or (2 if fast else 8)
     bench = REPO / "artifacts" / "bench"

@@ -228,7 +228,8 @@ def write_table(path, bases: dict[str, dict], runs: dict[tuple[str, str, int], d
     steps, seeds = setup["steps"], " ".join(map(str, setup["seeds"]))
     lines = [
         "# Does RL create long reasoning, or select a behaviour the base already has? (issue 59, item 3)", "",
-        f"Bases: recipes/sft.py (recipes/configs/demo/sft.yaml) from the untrained tiny base, {setup['sft_steps']} "
+        f"Bases: recipes/sft.py (recipes/configs/demo/sft.yaml) continuing {setup.get('start', 'the tiny base')}, "
+        f"{setup['sft_steps']} "
         f"steps on the same {setup['sft_rows']} rows per level of levels 1-4, in the same order; they differ only in "
         "the share of rows whose completion shows its working (the rest answer `<think>\\n</think>\\n\\boxed{N}`). "
         f"Runs: recipes/grpo.py with recipes/configs/demo/dapo.yaml, math_accuracy the only reward, {steps} steps on "
