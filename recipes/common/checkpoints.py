@@ -15,7 +15,8 @@ import logging
 from pathlib import Path
 
 from recipes.common import trl_private
-from recipes.common.interrupt import TRAINER_STATE, newest_checkpoint, note_tied_weights_on_resume
+from recipes.common.checkpoint_folders import TRAINER_STATE, checkpoint_step, complete_checkpoints, newest_checkpoint
+from recipes.common.interrupt import note_tied_weights_on_resume
 
 logger = logging.getLogger(__name__)
 
@@ -40,17 +41,6 @@ def last_complete_checkpoint(output_dir: str | Path, warn: bool = True) -> str |
         if warn:
             logger.warning("%s is damaged (%s): not resumed from; trying the checkpoint before it", checkpoint, problem)
     return None
-
-
-def complete_checkpoints(output_dir: str | Path, up_to: Path | None = None) -> list[Path]:
-    """The complete `checkpoint-N` folders directly in `output_dir`, newest first (those after `up_to` left out)."""
-    found = []
-    for folder in Path(output_dir).glob("checkpoint-*"):
-        number = folder.name.rpartition("-")[2]
-        if number.isdigit() and (folder / TRAINER_STATE).is_file():
-            found.append((int(number), folder))
-    limit = int(up_to.name.rpartition("-")[2]) if up_to is not None else None
-    return [folder for number, folder in sorted(found, reverse=True) if limit is None or number <= limit]
 
 
 def damage(checkpoint: str | Path) -> str | None:
@@ -175,7 +165,7 @@ def train_resuming(trainer, training_args, output_dir: str | Path):
 
 def complete_checkpoint_at_or_before(output_dir: str | Path, step: int) -> str | None:
     """The highest complete `checkpoint-N` in `output_dir` with N <= `step` (written to the end), or None."""
-    earlier = [folder for folder in complete_checkpoints(output_dir) if int(folder.name.rpartition("-")[2]) <= step]
+    earlier = [folder for folder in complete_checkpoints(output_dir) if checkpoint_step(folder) <= step]
     return str(earlier[0]) if earlier else None
 
 

@@ -248,8 +248,7 @@ def _check_holds_a_checkpoint(folder: str, output_dir: str | None) -> None:
     """A path given to resume from must be a checkpoint: a folder the Trainer wrote its state into. Why: a run's
     output_dir (or any other folder) given here ended in transformers' "Can't find a valid checkpoint" traceback
     after the model had loaded. One line naming what was looked for and the checkpoints that do exist."""
-    from recipes.common.checkpoints import complete_checkpoints
-    from recipes.common.interrupt import TRAINER_STATE
+    from recipes.common.checkpoint_folders import TRAINER_STATE, complete_checkpoints
 
     if (Path(folder) / TRAINER_STATE).is_file():
         return
@@ -269,7 +268,8 @@ def _check_holds_a_checkpoint(folder: str, output_dir: str | None) -> None:
 
 def _check_not_damaged(checkpoint: str) -> None:
     """One line naming the damaged file and the newest checkpoint before it that reads to its end."""
-    from recipes.common.checkpoints import complete_checkpoints, damage
+    from recipes.common.checkpoint_folders import complete_checkpoints
+    from recipes.common.checkpoints import damage
 
     problem = damage(checkpoint)
     if problem is None:

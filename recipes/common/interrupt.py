@@ -16,47 +16,9 @@ import re
 import weakref
 from pathlib import Path
 
+from recipes.common.checkpoint_folders import newest_checkpoint
+
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
-TRAINER_STATE = "trainer_state.json"
-
-
-def _number(path: Path) -> int:
-    return int(_CHECKPOINT.fullmatch(path.name).group(1))
-
-
-def _checkpoints(output_dir: Path, depth: int) -> tuple[list[Path], list[Path]]:
-    """`checkpoint-N` folders directly in `output_dir`, else in a stage's folder below it (rounds, the student)."""
-    direct = [path for path in output_dir.iterdir() if path.is_dir() and _CHECKPOINT.fullmatch(path.name)]
-    nested = [
-        path
-        for level in range(2, depth + 1)
-        for path in output_dir.glob("/".join(["*"] * level))
-        if path.is_dir() and _CHECKPOINT.fullmatch(path.name)
-    ]
-    return direct, nested
-
-
-def complete(checkpoint: Path) -> bool:
-    """The Trainer writes trainer_state.json last: a checkpoint without it was cut short while being written."""
-    return (checkpoint / TRAINER_STATE).is_file()
-
-
-def newest_checkpoint(output_dir: str | Path, depth: int = 3) -> tuple[Path | None, Path | None]:
-    """(the newest complete `checkpoint-N` of a run, a newer one left incomplete by the interruption or None).
-
-    The highest N directly in `output_dir` wins (what `--resume_from_checkpoint true` takes); otherwise the
-    most recently written one below it, as a multi-stage recipe saves each stage's checkpoints in its folder.
-    """
-    root = Path(output_dir)
-    if not root.is_dir():
-        return None, None
-    direct, nested = _checkpoints(root, depth)
-    ordered = sorted(direct, key=_number) if direct else sorted(nested, key=lambda path: path.stat().st_mtime)
-    done = [index for index, path in enumerate(ordered) if complete(path)]
-    newest = ordered[done[-1]] if done else None
-    cut_short = ordered[-1] if ordered and not complete(ordered[-1]) else None
-    return newest, cut_short
 
 
 def interrupted_message(training_args) -> str:

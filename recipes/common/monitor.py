@@ -38,6 +38,7 @@ from transformers import TrainerCallback
 
 from basics.atomic_files import write_atomic
 from basics.did_you_mean import did_you_mean
+from recipes.common.checkpoint_folders import TRAINER_STATE, checkpoint_folders
 
 logger = logging.getLogger(__name__)
 
@@ -253,9 +254,7 @@ def read_records(run: Path) -> list[dict]:
             except ValueError:
                 logger.warning("%s: line %d is not JSON (a run killed mid-write?), skipped", metrics, number)
         return records
-    states = [run / "trainer_state.json"] + sorted(
-        run.glob("checkpoint-*/trainer_state.json"), key=lambda p: int(p.parent.name.split("-")[-1])
-    )
+    states = [run / TRAINER_STATE] + [folder / TRAINER_STATE for folder in checkpoint_folders(run)]
     existing = [state for state in states if state.is_file()]
     if not existing:
         raise FileNotFoundError(
