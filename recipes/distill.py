@@ -72,7 +72,7 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
         logger.info(finished)
         return Path(read_json(output_dir / "distill_stats.json")["final_student"])
     set_seed(training_args.seed)
-    if_missing = "cold_start" if script_args.demo_model_if_missing else None
+    if_missing = script_args.missing_model_fallback()
     teacher = resolve_model_path(script_args.teacher_model_name_or_path, if_missing=if_missing)
     student = make_student(script_args, model_args.model_name_or_path, teacher, output_dir)
     check_chat_template(load_tokenizer(student), training_args)

@@ -52,7 +52,7 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
 
     require_single_process("rejection_sampling")
     set_seed(training_args.seed)
-    if_missing = "cold_start" if script_args.demo_model_if_missing else None
+    if_missing = script_args.missing_model_fallback()
     base_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     # each round's SFT needs a template that ends turns with EOS and masks the loss: said before any sampling
     check_chat_template(load_tokenizer(base_path, model_args.model_revision), training_args)

@@ -62,7 +62,7 @@ def main(script_args: RewardModelArguments, training_args, model_args) -> Path:
 
     require_single_process("reward_model")
     set_seed(training_args.seed)
-    if_missing = "cold_start" if script_args.demo_model_if_missing else None
+    if_missing = script_args.missing_model_fallback()
     policy = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     reward_base = resolve_model_path(script_args.reward_base or policy)
     rows = list(load_rows(script_args))

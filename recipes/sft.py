@@ -38,7 +38,7 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
     from transformers import set_seed
 
     set_seed(training_args.seed)
-    if_missing = "tiny" if script_args.demo_model_if_missing else None
+    if_missing = script_args.missing_model_fallback()
     model_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
     check_chat_template(tokenizer, training_args)  # EOS ends a turn, the loss mask works: fail in seconds

@@ -11,11 +11,35 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from tasks.hub import hub_problem
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DemoModelArguments:
+    """Where a recipe's starting model comes from when its path is missing: the one option every recipe shares
+    (each declared its own copy before). DEMO_MODEL says which demo model the recipe starts from: the untrained
+    tiny model for SFT, the shipped cold start for the others (distillation: as its teacher)."""
+
+    DEMO_MODEL: ClassVar[str] = "cold_start"
+
+    demo_model_if_missing: bool = field(
+        default=False,
+        metadata={
+            "help": "If the model the recipe starts from (distillation: the teacher) is missing and is the demo's own "
+            "path for it (artifacts/tiny-base for sft.py, artifacts/demo/sft for the others), build the tiny model "
+            "or copy the cold start shipped in recipes/assets/ there (any other missing path is an error)."
+        },
+    )
+
+    def missing_model_fallback(self) -> str | None:
+        """resolve_model_path's `if_missing` for this recipe: its demo model when the option is on, else None."""
+        return self.DEMO_MODEL if self.demo_model_if_missing else None
 
 
 class ModelNotFoundError(FileNotFoundError):

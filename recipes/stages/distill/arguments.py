@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from basics.option_values import mapping_option
+from recipes.common.model import DemoModelArguments
 from recipes.common.traces import TraceArguments
 from tasks.schema import DataArguments
 
@@ -13,16 +14,12 @@ MODES = ("offline", "on_policy", "both")  # which stages run
 
 
 @dataclass
-class DistillScriptArguments(TraceArguments, DataArguments):
+class DistillScriptArguments(TraceArguments, DemoModelArguments, DataArguments):
     """recipes/distill.py: the teacher, the stages, how the student is made, the on-policy options."""
 
     mode: str = field(default="offline", metadata={"help": "'offline', 'on_policy', or 'both' (offline first)."})
     teacher_model_name_or_path: str | None = field(
         default=None, metadata={"help": "The teacher: a folder saved with save_pretrained or a Hub model name."}
-    )
-    demo_model_if_missing: bool = field(
-        default=False,
-        metadata={"help": "If the teacher is the demo's missing cold-start path, copy the shipped cold start there."},
     )
     verify_traces: bool = field(
         default=True, metadata={"help": "Keep only traces the row's verifier accepts (R1's distillation data)."}

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recipes.common.model import DemoModelArguments
 from recipes.common.try_here import TryOnThisMachineArguments
 from tasks.schema import DataArguments
 
 
 @dataclass
-class GRPOScriptArguments(TryOnThisMachineArguments, DataArguments):
+class GRPOScriptArguments(TryOnThisMachineArguments, DemoModelArguments, DataArguments):
     """recipes/grpo.py: the rewards, the collapse monitor, the cold start. The trainer's own options (dynamic
     sampling, the curriculum, variance_rewards, ...) are its config's: recipes.stages.grpo.config.RLVRGRPOConfig."""
 
@@ -54,13 +55,6 @@ class GRPOScriptArguments(TryOnThisMachineArguments, DataArguments):
             "training data's, e.g. {dataset_seed: 1, dataset_num_rows: 64}; logged as eval_pass@1 with its 95 percent "
             "interval. load_best_model_at_end with metric_for_best_model: pass@1 keeps the best checkpoint. See "
             "recipes/stages/grpo/held_out.py."
-        },
-    )
-    demo_model_if_missing: bool = field(
-        default=False,
-        metadata={
-            "help": "If model_name_or_path is missing and is the demo's own cold-start path (artifacts/demo/sft), "
-            "copy the cold start shipped in recipes/assets/ there (any other missing path is an error)."
         },
     )
 

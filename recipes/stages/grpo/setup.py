@@ -89,7 +89,7 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
 
     quiet_library_noise()  # before anything loads or saves a model (a cold start built on demand does both)
     path = model_args.model_name_or_path
-    model_path = resolve_model_path(path, if_missing="cold_start" if script_args.demo_model_if_missing else None)
+    model_path = resolve_model_path(path, if_missing=script_args.missing_model_fallback())
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
     set_generation_kv_cache(training_args)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from recipes.common.model import DemoModelArguments
 from recipes.common.traces import DEFAULT_HINT, TraceArguments
 from tasks.schema import DataArguments
 
@@ -12,7 +13,7 @@ TRAIN_FROM = ("base", "previous")  # where each round's SFT starts
 
 
 @dataclass
-class RejectionSamplingArguments(TraceArguments, DataArguments):
+class RejectionSamplingArguments(TraceArguments, DemoModelArguments, DataArguments):
     """recipes/rejection_sampling.py: how many rounds, where each starts, STaR's rationalisation."""
 
     num_rounds: int = field(default=3, metadata={"help": "Rounds of sample -> keep -> SFT -> evaluate at most."})
@@ -30,12 +31,6 @@ class RejectionSamplingArguments(TraceArguments, DataArguments):
     hint_template: str = field(
         default=DEFAULT_HINT,
         metadata={"help": "Appended to the last user message for rationalisation; '{answer}' is the gold answer."},
-    )
-    demo_model_if_missing: bool = field(
-        default=False,
-        metadata={
-            "help": "If model_name_or_path is the demo's missing cold-start path, copy the shipped cold start there."
-        },
     )
 
     def __post_init__(self) -> None:

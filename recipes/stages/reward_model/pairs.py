@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass, field
 
 from eval.sampling_options import SamplingOptions
+from recipes.common.model import DemoModelArguments
 from recipes.common.traces import completion_key
 from tasks.data_arguments import DataArguments
 
@@ -42,7 +43,7 @@ class NoPairsError(ValueError):
 
 
 @dataclass
-class RewardModelArguments(DataArguments):
+class RewardModelArguments(DemoModelArguments, DataArguments):
     """recipes/reward_model.py: the policy's samples, the pairs, the ORM's base, the held-out evaluation."""
 
     sampling: dict | str | None = field(
@@ -84,10 +85,6 @@ class RewardModelArguments(DataArguments):
         metadata={"help": "How the verdict threshold is set on the training pairs.", "choices": THRESHOLDS},
     )
     scoring_batch_size: int = field(default=16, metadata={"help": "Sequences per forward pass when scoring."})
-    demo_model_if_missing: bool = field(
-        default=False,
-        metadata={"help": "If model_name_or_path is the demo's missing cold-start path, copy the shipped one there."},
-    )
 
     def __post_init__(self) -> None:
         super().__post_init__()

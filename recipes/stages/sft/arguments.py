@@ -4,23 +4,20 @@ dataclass is built (a wrong option is one line and exit code 2 before anything l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from basics.option_values import mapping_option
+from recipes.common.model import DemoModelArguments
 from recipes.common.try_here import TryOnThisMachineArguments
 from tasks.schema import DataArguments
 
 
 @dataclass
-class SFTScriptArguments(TryOnThisMachineArguments, DataArguments):
+class SFTScriptArguments(TryOnThisMachineArguments, DemoModelArguments, DataArguments):
     """recipes/sft.py: the model to start from, how rows become the assistant's turn, thinking modes, LoRA merge."""
 
-    demo_model_if_missing: bool = field(
-        default=False,
-        metadata={
-            "help": "Build the tiny embedded model if model_name_or_path is missing and is its own default "
-            "path, artifacts/tiny-base (any other missing path is an error)."
-        },
-    )
+    DEMO_MODEL: ClassVar[str] = "tiny"  # the SFT demo starts from the untrained tiny model
+
     merge_lora: bool = field(
         default=False,
         metadata={
