@@ -34,10 +34,10 @@ from basics.atomic_files import read_json, write_json
 from recipes.common.checkpoints import finished_run
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
+from recipes.common.held_out_eval import evaluate_model, load_eval_rows
 from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template
-from recipes.common.traces import evaluate_model, load_eval_rows
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.distill.stages import distill_offline, distill_on_policy, on_policy_config
 from recipes.stages.distill.student import TokenizerMismatchError, make_student

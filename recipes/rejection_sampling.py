@@ -32,10 +32,10 @@ from basics.atomic_files import read_jsonl, write_json
 from recipes.common.checks import require_single_process
 from recipes.common.config import RecipeParser
 from recipes.common.data import kept_rows_as_conversations
+from recipes.common.held_out_eval import evaluate_model, load_eval_rows
 from recipes.common.model import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
-from recipes.common.traces import evaluate_model, load_eval_rows
 from recipes.stages.rejection_sampling import rounds
 from recipes.stages.rejection_sampling.arguments import RejectionSamplingArguments
 from recipes.stages.rejection_sampling.state import Phase

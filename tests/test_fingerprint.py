@@ -17,9 +17,9 @@ from trl import ModelConfig, SFTConfig
 
 from basics.atomic_files import write_jsonl
 from recipes import rejection_sampling as rs
+from recipes.common import held_out_eval as held_out
 from recipes.common.config import parse_recipe_args
 from recipes.common.fingerprint import changes
-from recipes.common.traces import held_out
 from recipes.stages.distill import stages as distill_stages
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.rejection_sampling import rounds

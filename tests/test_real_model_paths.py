@@ -21,10 +21,10 @@ from trl import ModelConfig, SFTConfig
 from basics.atomic_files import write_jsonl
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
+from recipes.common import held_out_eval as held_out
 from recipes.common.config import CONFIG_DIR, parse_recipe_args
 from recipes.common.model import ModelNotFoundError, adapter_base, resolve_model_path
 from recipes.common.sft_training import LossMaskError, as_prompt_completion
-from recipes.common.traces import held_out
 from recipes.stages.rejection_sampling import rounds
 from tasks.synthetic import generate_rows
 

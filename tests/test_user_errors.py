@@ -17,8 +17,8 @@ import yaml
 from eval import evaluate
 from recipes import distill, grpo, sft
 from recipes.common import config
+from recipes.common import held_out_eval as held_out
 from recipes.common.config import CONFIG_DIR
-from recipes.common.traces import held_out
 from recipes.stages.distill import stages as distill_stages
 from tests.conftest import REPO
 

@@ -23,7 +23,6 @@ stored with the ORIGINAL prompt, so the model learns to reach the answer without
 """
 
 from recipes.common.traces.collect import collect_traces, make_trace_sampler, solved_ids
-from recipes.common.traces.held_out import evaluate_model, evaluate_pass_at_1, load_eval_rows
 from recipes.common.traces.hints import DEFAULT_HINT, add_answer_hint, mentions_hint
 from recipes.common.traces.keep import SELECTIONS, completion_key, select_samples
 from recipes.common.traces.options import KEEP_BY, TraceArguments
@@ -31,6 +30,6 @@ from recipes.common.traces.reward_scores import score_with_reward_model
 
 __all__ = [
     "DEFAULT_HINT", "KEEP_BY", "SELECTIONS", "TraceArguments", "add_answer_hint", "collect_traces",
-    "completion_key", "evaluate_model", "evaluate_pass_at_1", "load_eval_rows", "make_trace_sampler",
+    "completion_key", "make_trace_sampler",
     "mentions_hint", "score_with_reward_model", "select_samples", "solved_ids",
 ]  # fmt: skip

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from basics.atomic_files import read_json, read_jsonl, write_jsonl
 from recipes.common.fingerprint import TRAINING_FIELDS, fields_of, path_identity, sampling_fingerprint, stale
-from recipes.common.traces import collect_traces, evaluate_pass_at_1, make_trace_sampler, solved_ids
+from recipes.common.held_out_eval import evaluate_pass_at_1
+from recipes.common.traces import collect_traces, make_trace_sampler, solved_ids
 from recipes.stages.rejection_sampling.state import Phase, RoundState
 
 logger = logging.getLogger(__name__)

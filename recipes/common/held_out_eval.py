@@ -1,5 +1,6 @@
-"""The held-out pass@1 a recipe reports before and after it trains on its own samples: the traces' protocol at
-the evaluation's temperature."""
+"""The held-out pass@1 that rejection sampling and distillation report before and after they train on sampled
+traces: the traces' sampler (recipes.common.traces) at the evaluation's temperature. Not part of the
+sample -> verify -> keep rule, so it lives beside traces/, not in it."""
 
 from __future__ import annotations
 
