@@ -50,6 +50,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from scripts.bench.sample_efficiency_runs import DAPO, Variant, run_child, step_records, train  # noqa: E402
+from scripts.bench.sample_efficiency_runs import reuse as saved_result  # noqa: E402
 
 logger = logging.getLogger("bench.length_penalty")
 
@@ -131,13 +132,8 @@ def settings(args) -> dict:
 
 
 def reuse(path: Path, args) -> dict | None:
-    if not path.is_file():
-        return None
-    saved = json.loads(path.read_text())
-    if saved.get("settings") != settings(args):
-        raise SystemExit(f"{path} was made with other settings ({saved.get('settings')}, now {settings(args)}): "
-                         "give another --output-dir, or delete it to redo it")  # fmt: skip
-    return saved
+    """The saved result at `path` (None when absent); an error when it was made with other settings."""
+    return saved_result(path, args, settings(args))
 
 
 def evaluate(model_dir: Path, tokenizer, args) -> dict:

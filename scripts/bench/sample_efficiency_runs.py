@@ -230,14 +230,16 @@ def settings(args) -> dict:
     return {key: str(getattr(args, key)) for key in keys}
 
 
-def reuse(path: Path, args) -> dict | None:
-    """The saved result at `path`, when there is one; an error when it was made with other settings."""
+def reuse(path: Path, args, expected: dict | None = None) -> dict | None:
+    """The saved result at `path`, when there is one; an error when it was made with other settings than
+    `expected` (default: this bench's settings(args); another bench passes its own)."""
     if not path.is_file():
         return None
     saved = json.loads(path.read_text())
-    if saved.get("settings") != settings(args):
+    expected = settings(args) if expected is None else expected
+    if saved.get("settings") != expected:
         raise SystemExit(
-            f"{path} was made with other settings ({saved.get('settings')}, now {settings(args)}): "
+            f"{path} was made with other settings ({saved.get('settings')}, now {expected}): "
             "give another --output-dir, or delete it to redo it"
         )
     return saved
