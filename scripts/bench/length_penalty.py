@@ -39,15 +39,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 from scripts.bench.sample_efficiency_runs import DAPO, Variant, run_child, step_records, train  # noqa: E402
 from scripts.bench.sample_efficiency_runs import reuse as saved_result  # noqa: E402
