@@ -117,6 +117,26 @@ def paired_difference(first: dict, second: dict, confidence: float = 0.95, resam
     return sum(differences) / len(differences), bootstrap_ci(differences, confidence, resamples, seed), len(shared)
 
 
+def pooled_paired_difference(pairs: list[tuple[dict, dict]], confidence: float = 0.95, seed: int = 0) -> dict:
+    """second - first pooled over several (first, second) pairs (dicts problem id -> value), e.g. seed k of one
+    arm against seed k of another: per problem the mean over the pairs of the difference, on the problems every
+    pair shares, then the mean over problems with its bootstrap interval. Also each pair's own mean difference.
+
+    Averaging over seeds before resampling problems keeps both pairings: the seeds' and the problems'.
+    Returns {"mean", "ci95": [low, high], "per_pair": [...], "problems": count}.
+    """
+    if not pairs:
+        raise ValueError("no pairs to pool")
+    shared = sorted(set.intersection(*(set(first) & set(second) for first, second in pairs)))
+    if not shared:
+        raise ValueError("the pairs share no problem: nothing to pool")
+    by_problem = [sum(second[key] - first[key] for first, second in pairs) / len(pairs) for key in shared]
+    per_pair = [sum(second[key] - first[key] for key in shared) / len(shared) for first, second in pairs]
+    low, high = bootstrap_ci(by_problem, confidence, seed=seed)
+    return {"mean": sum(by_problem) / len(by_problem), "ci95": [low, high], "per_pair": per_pair,
+            "problems": len(shared)}  # fmt: skip
+
+
 def mean_std(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (0 for a single value): how a number moves across seeds."""
     if not values:

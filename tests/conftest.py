@@ -26,6 +26,16 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def load_bench(name: str):
+    """scripts/bench/<name>.py as a module (a benchmark is a script, not a package member)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "scripts" / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 # Models whose samples depend on the CPU's float kernels: a model trained here (the kernels' rounding
 # compounds over its training steps) or one sampled near a coin flip. A test that uses one of them is marked
 # `kernel_dependent`, and `make test` on an AVX-512 machine runs those tests once more with torch's AVX2

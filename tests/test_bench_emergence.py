@@ -5,21 +5,14 @@ skips and a change of settings refuses."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import load_bench
 
-
-def load(name: str):
-    """A module of scripts/bench by its file (scripts/ is no package)."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "scripts" / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = load_bench  # scripts/bench/<name>.py as a module
 
 
 # ---------------------------------------------------------------- crossing steps ("passes" means >=)

@@ -4,21 +4,15 @@ settings, and a --fast run of a length pair and the trap pair, end to end, that 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.conftest import load_bench
 
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "scripts" / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = load_bench  # scripts/bench/<name>.py as a module
 
 
 def run(accuracy: dict[int, list[float]], tokens: dict[int, list[float]]) -> dict:

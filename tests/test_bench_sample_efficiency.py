@@ -6,7 +6,6 @@ variants x two seeds that a rerun skips."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
 import time
@@ -14,14 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import load_bench
 
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "scripts" / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = load_bench  # scripts/bench/<name>.py as a module
 
 
 def run(num_correct: list[int], completions: int, per_kept: float | None = None, n: int = 2, step: int = 4) -> dict:

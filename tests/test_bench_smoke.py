@@ -5,21 +5,15 @@ tests/test_bench_sample_efficiency.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 from types import SimpleNamespace
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import load_bench
 
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "scripts" / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+load = load_bench  # scripts/bench/<name>.py as a module
 
 
 def test_the_bare_accuracy_reward_agrees_with_math_accuracy_on_the_synthetic_format():

@@ -144,3 +144,19 @@ def test_mean_std_over_seeds():
     assert mean_std([0.2, 0.4]) == pytest.approx((0.3, math.sqrt(0.02)))
     assert mean_std([0.5]) == (0.5, 0.0)
     assert mean_at_n([1.0, 0.0, 0.0, 1.0]) == 0.5
+
+
+def test_pooled_paired_difference_by_hand():
+    """Two seeds of two arms on three problems (one the second seed lacks): per problem the mean over seeds of
+    (second - first), on the shared problems only, then over problems; and each pair's own mean."""
+    from eval.metrics import pooled_paired_difference
+
+    seed0 = ({"a": 0.5, "b": 0.0, "c": 1.0}, {"a": 1.0, "b": 0.5, "c": 1.0})
+    seed1 = ({"a": 0.5, "b": 0.5}, {"a": 0.0, "b": 1.0})
+    pooled = pooled_paired_difference([seed0, seed1])
+    # a: (+0.5 - 0.5) / 2 = 0; b: (+0.5 + 0.5) / 2 = 0.5; c is not shared
+    assert pooled["problems"] == 2 and pooled["mean"] == pytest.approx(0.25)
+    assert pooled["per_pair"] == [pytest.approx(0.5), pytest.approx(0.0)]
+    assert pooled["ci95"][0] == pytest.approx(0.0) and pooled["ci95"][1] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="share no problem"):
+        pooled_paired_difference([({"a": 1.0}, {"b": 1.0})])

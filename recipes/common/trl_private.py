@@ -5,7 +5,8 @@ A private name is no contract: a TRL or transformers upgrade may rename or drop 
 override of the trainer's own methods that calls `super()` is the GRPO trainer's seam with TRL and stays with the
 trainer; everything else that reaches into TRL's or transformers' internals goes through the accessors here, so
 that an upgrade is this file's work. `missing(trainer)` names whatever the installed versions lack: the GRPO
-trainer calls it once built and stops in one line naming the attribute (tests/test_trl_private.py holds the
+trainer calls it once built and stops in one line naming the attribute (the CPU vLLM adapter does the same with
+`missing_in_vllm_generation()` before it patches anything) (tests/test_trl_private.py holds the
 list to the installed versions, and no other module of the repository to reach these names itself).
 """
 
@@ -39,10 +40,11 @@ VLLM_GENERATION_STATE = {
     "_llm_weights_sleeping": "TRL's flag that a colocated engine's weights sleep; cleared after our push",
 }
 # Module attributes of TRL that vllm_cpu.py replaces (no NCCL group on a CPU; an engine built without compile).
+# Named module:attribute, as pkgutil.resolve_name reads them.
 PATCHED = {
-    "trl.generation.vllm_client.VLLMClient.init_communicator": "replaced by a no-op: no NCCL group on a CPU",
-    "trl.generation.vllm_client.VLLMClient.close_communicator": "replaced by a no-op, as init_communicator",
-    "trl.generation.vllm_generation.LLM": "wrapped to build the colocated engine with enforce_eager (vLLM only)",
+    "trl.generation.vllm_client:VLLMClient.init_communicator": "replaced by a no-op: no NCCL group on a CPU",
+    "trl.generation.vllm_client:VLLMClient.close_communicator": "replaced by a no-op, as init_communicator",
+    "trl.generation.vllm_generation:LLM": "wrapped to build the colocated engine with enforce_eager (vLLM only)",
 }
 
 
@@ -54,8 +56,8 @@ def missing(trainer) -> list[str]:
 def missing_in_vllm_generation() -> list[str]:
     """The names of VLLM_GENERATION, VLLM_GENERATION_STATE and PATCHED that the installed TRL lacks (LLM only where
     vLLM is installed: TRL imports it from vLLM)."""
-    import importlib
     import inspect
+    import pkgutil
     from importlib.util import find_spec
 
     from trl.generation import vllm_generation
@@ -63,21 +65,20 @@ def missing_in_vllm_generation() -> list[str]:
     source = inspect.getsource(vllm_generation.VLLMGeneration)
     gone = [name for name in VLLM_GENERATION if not hasattr(vllm_generation.VLLMGeneration, name)]
     gone += [name for name in VLLM_GENERATION_STATE if f"self.{name}" not in source]
-    for dotted in PATCHED:
-        if dotted.endswith(".LLM") and find_spec("vllm") is None:
+    for name in PATCHED:
+        if name.endswith(":LLM") and find_spec("vllm") is None:
             continue
-        module, _, rest = dotted.partition(".generation.")
-        owner = importlib.import_module(f"{module}.generation.{rest.split('.')[0]}")
-        for part in rest.split(".")[1:]:
-            owner = getattr(owner, part, None)
-        if owner is None:
-            gone.append(dotted)
+        try:
+            pkgutil.resolve_name(name)
+        except (ImportError, AttributeError):
+            gone.append(name)
     return gone
 
 
-def check(trainer) -> None:
-    """Stop in one line when the installed TRL / transformers lack a name this repository relies on."""
-    gone = missing(trainer)
+def check(trainer=None) -> None:
+    """Stop in one line when the installed TRL / transformers lack a name this repository relies on: those of a
+    built `trainer`, or, without one, those of TRL's vLLM generation that the CPU adapter patches."""
+    gone = missing(trainer) if trainer is not None else missing_in_vllm_generation()
     if gone:
         import transformers
         import trl

@@ -50,7 +50,13 @@ REPO = Path(__file__).resolve().parents[2]
 from basics.atomic_files import read_json, write_atomic  # noqa: E402
 from recipes.common.model import SHIPPED_COLD_START  # noqa: E402
 from scripts.bench.emergence_measures import EVAL_LEVELS, evaluate, write_plot, write_table  # noqa: E402
-from scripts.bench.sample_efficiency_runs import CONFIGS, run_child, step_records  # noqa: E402
+from scripts.bench.sample_efficiency_runs import (  # noqa: E402
+    CONFIGS,
+    finished_run,
+    run_child,
+    saved_result,
+    step_records,
+)
 
 logger = logging.getLogger("bench.emergence")
 
@@ -93,17 +99,6 @@ def run_settings(args) -> dict:
     return {**base_settings(args), "steps": str(args.steps)}
 
 
-def reuse(path: Path, settings: dict) -> dict | None:
-    """The saved result at `path`, when there is one; an error when it was made with other settings."""
-    if not path.is_file():
-        return None
-    saved = json.loads(path.read_text())
-    if saved.get("settings") != settings:
-        raise SystemExit(f"{path} was made with other settings ({saved.get('settings')}, now {settings}): give "
-                         "another --output-dir, or delete it to redo it")  # fmt: skip
-    return saved
-
-
 def base_dir(args, base: str) -> Path:
     """A base's folder: its rows, its SFT run (model/), base.json and job.log."""
     return args.output_dir / "bases" / base
@@ -140,7 +135,7 @@ def build_base(base: str, args) -> None:
     from tasks.synthetic import generate_rows
 
     folder = base_dir(args, base)
-    if (reuse(folder / "base.json", base_settings(args)) or {}).get("done"):
+    if (saved_result(folder / "base.json", base_settings(args)) or {}).get("done"):
         return
     rows = base_rows(generate_rows(SFT_LEVELS, args.sft_rows, seed=SFT_DATA_SEED), BASES[base], SFT_DATA_SEED)
     write_jsonl(folder / "rows.jsonl", rows)
@@ -198,15 +193,10 @@ def train_run(arm: str, base: str, seed: int, args) -> None:
 
     folder = run_dir(args, arm, base, seed)
     out = folder / "eval.json"
-    if (reuse(out, run_settings(args)) or {}).get("done"):
+    if (saved_result(out, run_settings(args)) or {}).get("done"):
         return
     cpu = time.process_time()
-    if (folder / "run_card.json").is_file():
-        card = json.loads((folder / "run_card.json").read_text())
-        found = (card["base_model"], card["final_step"], card["config"]["training"]["seed"])
-        if found != (str(base_dir(args, base) / "model"), args.steps, seed):
-            raise SystemExit(f"{folder} holds a run of (model, steps, seed) {found}: delete it to redo it")
-    else:
+    if not finished_run(folder, base_dir(args, base) / "model", args.steps, seed):
         folder.mkdir(parents=True, exist_ok=True)
         grpo.cli(grpo_argv(args, arm, base, seed))
     saved = {"arm": arm, "base": base, "seed": seed, "settings": run_settings(args), "start_cpu_seconds": cpu,
@@ -277,8 +267,8 @@ def planned_runs(args) -> list[tuple[str, str, int]]:
 
 def load_results(args) -> tuple[dict[str, dict], dict[tuple[str, str, int], dict]]:
     """The finished bases and runs on disk, for the chosen ones."""
-    bases = {base: reuse(base_dir(args, base) / "base.json", base_settings(args)) for base in args.bases}
-    runs = {run: reuse(run_dir(args, *run) / "eval.json", run_settings(args)) for run in planned_runs(args)}
+    bases = {base: saved_result(base_dir(args, base) / "base.json", base_settings(args)) for base in args.bases}
+    runs = {run: saved_result(run_dir(args, *run) / "eval.json", run_settings(args)) for run in planned_runs(args)}
     return (
         {k: v for k, v in bases.items() if v and v.get("done")},
         {k: v for k, v in runs.items() if v and v.get("done")},

@@ -11,7 +11,6 @@ in metrics.jsonl, never in the loss); the third is the drift arm's training rewa
 from __future__ import annotations
 
 import random
-import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,7 +21,6 @@ from rewards.text import completion_text
 
 DIRECT_ANSWER = "<think>\n</think>\n\\boxed{{{answer}}}"  # a row's answer without its working
 THRESHOLDS = (0.05, 0.5, 0.95)
-MAX_NEW_TOKENS = 96  # dapo.yaml's max_completion_length: held-out samples as long as the training ones
 LOOKUP_LEARNED = 0.8  # a base's level-1 pass@1 below this has not learned the one-hop lookup (the report says so)
 EVAL_LEVELS = list(range(2, 7))  # the held-out levels of every share the report gives (level 1: the lookup)
 
@@ -123,18 +121,14 @@ def base_rows(rows: Sequence[dict], share: float, seed: int) -> list[dict]:
 def evaluate(model_dir: Path, levels: list[int], args) -> dict:
     """Held-out problems of `levels` sampled at temperature 1: per problem its correct, working and after-box
     counts; per level and over EVAL_LEVELS their shares with 95% bootstrap intervals over problems."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from eval.metrics import bootstrap_ci
-    from eval.runner import sample_and_score
-    from eval.sampler import SamplingParams, TransformersSampler
+    from scripts.bench.sample_efficiency_runs import sample_held_out
     from tasks.synthetic import generate_rows
 
     rows = generate_rows(levels, args.eval_problems, seed=args.eval_seed, split="eval")
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(model_dir), AutoTokenizer.from_pretrained(model_dir)
-    params = SamplingParams(n=args.eval_samples, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS, seed=args.eval_seed)
-    cpu = time.process_time()
-    results = sample_and_score(TransformersSampler(model, tokenizer, batch_size=256), rows, params, progress=False)
+    results, params, _, cpu = sample_held_out(model_dir, AutoTokenizer.from_pretrained(model_dir), rows, args)
     per_problem = {
         result.id: {"level": result.difficulty, "n": result.n, "correct": result.num_correct,
                     "working": sum(is_working(sample["text"]) for sample in result.samples),
@@ -154,7 +148,7 @@ def evaluate(model_dir: Path, levels: list[int], args) -> dict:
     by_level = {str(level): shares([level]) for level in levels}
     overall = shares([level for level in levels if level in EVAL_LEVELS])
     return {"by_level": by_level, "overall": overall, "per_problem": per_problem, "protocol": params.__dict__,
-            "eval_cpu_seconds": time.process_time() - cpu}  # fmt: skip
+            "eval_cpu_seconds": cpu}  # fmt: skip
 
 
 # ---------------------------------------------------------------- the report
@@ -196,25 +190,16 @@ def pooled_difference(after: list[dict], before: list[dict], key: str) -> dict:
     """Seed k of `after` minus seed k of `before` (one start repeated when it is the base), on the problems all
     share: per problem the mean over seeds of the difference in the share `key`, the mean over problems with a
     95% bootstrap interval over problems."""
-    from eval.metrics import bootstrap_ci
+    from eval.metrics import pooled_paired_difference
 
     if len(after) != len(before) or not after:
         raise ValueError("pair each run with one run or start")
-    shared = sorted(
-        set.intersection(
-            *(set(run["per_problem"]) & set(ref["per_problem"]) for run, ref in zip(after, before, strict=True))
-        )
-    )
-    if not shared:
-        raise ValueError("the runs share no held-out problem")
 
-    def share(saved: dict, problem: str) -> float:
-        return saved["per_problem"][problem][key] / saved["per_problem"][problem]["n"]
+    def shares(saved: dict) -> dict[str, float]:
+        return {problem: p[key] / p["n"] for problem, p in saved["per_problem"].items()}
 
-    by_problem = [sum(share(run, p) - share(ref, p) for run, ref in zip(after, before, strict=True)) / len(after)
-                  for p in shared]  # fmt: skip
-    low, high = bootstrap_ci(by_problem)
-    return {"mean": sum(by_problem) / len(by_problem), "ci95": [low, high], "problems": len(shared)}
+    pooled = pooled_paired_difference([(shares(ref), shares(run)) for run, ref in zip(after, before, strict=True)])
+    return {"mean": pooled["mean"], "ci95": pooled["ci95"], "problems": pooled["problems"]}
 
 
 def _pooled(d: dict) -> str:

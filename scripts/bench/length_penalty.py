@@ -40,20 +40,27 @@ import argparse
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[2]
 
-from scripts.bench.sample_efficiency_runs import DAPO, Variant, run_child, step_records, train  # noqa: E402
-from scripts.bench.sample_efficiency_runs import reuse as saved_result  # noqa: E402
+from scripts.bench.sample_efficiency_runs import (  # noqa: E402
+    DAPO,
+    Variant,
+    run_child,
+    sample_held_out,
+    saved_result,
+    step_records,
+    train,
+)
 
 logger = logging.getLogger("bench.length_penalty")
 
 LEVELS = list(range(1, 13))
 POOL = "synthetic:1-12"
-MAX_NEW_TOKENS = 96  # the demo configs' max_completion_length
 LAMBDAS = (0.003, 0.01, 0.03, 0.1)  # per token: working a level-L problem costs about 3L tokens more than a guess
 TRAP_LAMBDA = 0.001
 EXPERIMENTS = {"length": ["length"], "length_none": ["length_none"], "trap": ["trap"],
@@ -62,7 +69,7 @@ WEAK_STEPS = 300
 ACCURACY = {"name": "math_accuracy", "weight": 1.0}
 
 
-def _flags(rewards: list[dict], *more: str) -> callable:
+def _flags(rewards: list[dict], *more: str) -> Callable[[dict, int], list[str]]:
     common = ["--dataset_name", POOL, "--variance_rewards", "sum", "--rewards", json.dumps(rewards), *more]
     return lambda config, seed: list(common)
 
@@ -130,22 +137,15 @@ def settings(args) -> dict:
 
 def reuse(path: Path, args) -> dict | None:
     """The saved result at `path` (None when absent); an error when it was made with other settings."""
-    return saved_result(path, args, settings(args))
+    return saved_result(path, settings(args))
 
 
 def evaluate(model_dir: Path, tokenizer, args) -> dict:
     """Held-out problems of every level: per problem its level, correct samples and mean completion tokens."""
-    from transformers import AutoModelForCausalLM
-
-    from eval.runner import sample_and_score
-    from eval.sampler import SamplingParams, TransformersSampler
     from tasks.synthetic import generate_rows
 
     rows = generate_rows(LEVELS, args.eval_problems, seed=args.eval_seed, split="eval")
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    params = SamplingParams(n=args.eval_samples, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS, seed=args.eval_seed)
-    started = time.process_time()
-    results = sample_and_score(TransformersSampler(model, tokenizer, batch_size=256), rows, params, progress=False)
+    results, params, _, cpu = sample_held_out(model_dir, tokenizer, rows, args)
     problems = {
         result.id: {
             "level": result.difficulty,
@@ -154,7 +154,7 @@ def evaluate(model_dir: Path, tokenizer, args) -> dict:
         }
         for result in results
     }
-    return {"problems": problems, "protocol": params.__dict__, "eval_cpu_seconds": time.process_time() - started}
+    return {"problems": problems, "protocol": params.__dict__, "eval_cpu_seconds": cpu}
 
 
 def curves(run_dir: Path) -> dict[str, list[float]]:
@@ -315,7 +315,8 @@ def main(argv: list[str] | None = None) -> dict:
     from recipes.common.model import resolve_model_path
 
     resolve_model_path(str(args.model), if_missing="cold_start")  # the shipped cold start, copied when missing
-    resolve_model_path(str(args.base), if_missing="tiny")  # the untrained tiny model, built when missing
+    if "weak_start" in needed:  # the trap's weak start trains from the untrained tiny model, built when missing
+        resolve_model_path(str(args.base), if_missing="tiny")
     args.output_dir.mkdir(parents=True, exist_ok=True)
     failed = []
     for phase in ([(name, 0) for name in starts], runs):  # the weak start before the runs that train from it

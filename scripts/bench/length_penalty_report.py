@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eval.metrics import bootstrap_ci, mean_std
-
-KEYS = {"pass@1": "accuracy", "tokens": "tokens"}
+from eval.metrics import mean_std, pooled_paired_difference
 
 
 def per_problem(run: dict, key: str, level: int | None = None) -> dict[str, float]:
@@ -36,16 +34,11 @@ def pooled_difference(arm: dict[int, dict], parent: dict[int, dict], key: str, l
     seeds = sorted(set(arm) & set(parent))
     if not seeds:
         raise ValueError("the two arms share no seed: nothing to pair")
-    ours = {seed: per_problem(arm[seed], key, level) for seed in seeds}
-    theirs = {seed: per_problem(parent[seed], key, level) for seed in seeds}
-    problems = sorted(set.intersection(*(set(ours[seed]) & set(theirs[seed]) for seed in seeds)))
-    if not problems:
+    pairs = [(per_problem(parent[seed], key, level), per_problem(arm[seed], key, level)) for seed in seeds]
+    if not set.intersection(*(set(first) & set(second) for first, second in pairs)):
         raise ValueError(f"the runs share no held-out problem{'' if level is None else f' of level {level}'}")
-    by_problem = [sum(ours[s][p] - theirs[s][p] for s in seeds) / len(seeds) for p in problems]
-    per_seed = {s: sum(ours[s][p] - theirs[s][p] for p in problems) / len(problems) for s in seeds}
-    low, high = bootstrap_ci(by_problem)
-    return {"mean": sum(by_problem) / len(by_problem), "ci95": [low, high], "per_seed": per_seed,
-            "problems": len(problems), "seeds": seeds}  # fmt: skip
+    pooled = pooled_paired_difference(pairs)
+    return {**pooled, "per_seed": dict(zip(seeds, pooled.pop("per_pair"), strict=True)), "seeds": seeds}
 
 
 def gives_up_at(arm: dict[int, dict], parent: dict[int, dict]) -> list[int]:

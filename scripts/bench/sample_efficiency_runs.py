@@ -134,14 +134,22 @@ def grpo_argv(name: str, seed: int, args, run_dir: Path, variants: dict | None =
     return argv
 
 
+def finished_run(run_dir: Path, model, steps: int, seed: int) -> bool:
+    """Whether `run_dir` holds a finished training run (its run card); an error when that run trained another
+    model, for other steps or with another seed than this bench asks for."""
+    if not (run_dir / "run_card.json").is_file():
+        return False
+    card = json.loads((run_dir / "run_card.json").read_text())
+    found = (card["base_model"], card["final_step"], card["config"]["training"]["seed"])
+    if found != (str(model), steps, seed):
+        raise SystemExit(f"{run_dir} holds a run of (model, steps, seed) {found}: give another --output-dir, "
+                         "or delete it to redo it")  # fmt: skip
+    return True
+
+
 def train(name: str, seed: int, args, run_dir: Path, variants: dict | None = None) -> None:
     """recipes/grpo.py in this (job) process; resumes a cut-off run from its last checkpoint."""
-    if (run_dir / "run_card.json").is_file():
-        card = json.loads((run_dir / "run_card.json").read_text())
-        found = (card["base_model"], card["final_step"], card["config"]["training"]["seed"])
-        if found != (str(args.model), args.steps, seed):
-            raise SystemExit(f"{run_dir} holds a run of (model, steps, seed) {found}: give another --output-dir, "
-                             "or delete it to redo it")  # fmt: skip
+    if finished_run(run_dir, args.model, args.steps, seed):
         return
     from recipes import grpo
 
@@ -189,11 +197,13 @@ def completions_per_kept_group(run_dir: Path) -> float | None:
     return generated * card["config"]["training"]["num_generations"] / kept
 
 
-def evaluate(model_dir: Path, tokenizer, rows: list[dict], args) -> dict:
-    """Pass@1 and pass@n on the held-out rows, with a 95% bootstrap interval over problems."""
+def sample_held_out(model_dir: Path, tokenizer, rows: list[dict], args) -> tuple[list, object, float, float]:
+    """The held-out protocol of the seeded benches (this one, length_penalty, emergence): args.eval_samples
+    samples a row at temperature 1, at most MAX_NEW_TOKENS new tokens, the streams seeded by args.eval_seed, so
+    every model of a bench is sampled alike. Returns (eval.runner results, the SamplingParams, wall seconds, CPU
+    seconds: what the wall time would be on an idle core)."""
     from transformers import AutoModelForCausalLM
 
-    from eval.metrics import bootstrap_ci
     from eval.runner import sample_and_score
     from eval.sampler import SamplingParams, TransformersSampler
 
@@ -201,6 +211,14 @@ def evaluate(model_dir: Path, tokenizer, rows: list[dict], args) -> dict:
     params = SamplingParams(n=args.eval_samples, temperature=1.0, max_new_tokens=MAX_NEW_TOKENS, seed=args.eval_seed)
     started, cpu = time.time(), time.process_time()
     results = sample_and_score(TransformersSampler(model, tokenizer, batch_size=256), rows, params, progress=False)
+    return results, params, time.time() - started, time.process_time() - cpu
+
+
+def evaluate(model_dir: Path, tokenizer, rows: list[dict], args) -> dict:
+    """Pass@1 and pass@n on the held-out rows, with a 95% bootstrap interval over problems."""
+    from eval.metrics import bootstrap_ci
+
+    results, params, wall, cpu = sample_held_out(model_dir, tokenizer, rows, args)
     per_problem = [result.pass_at(1) for result in results]
     low, high = bootstrap_ci(per_problem)
     return {
@@ -209,8 +227,8 @@ def evaluate(model_dir: Path, tokenizer, rows: list[dict], args) -> dict:
         f"pass@{params.n}": sum(result.pass_at(params.n) for result in results) / len(results),
         "num_correct": [result.num_correct for result in results],
         "protocol": params.__dict__,
-        "eval_seconds": time.time() - started,
-        "eval_cpu_seconds": time.process_time() - cpu,  # what the wall time would be on an idle core
+        "eval_seconds": wall,
+        "eval_cpu_seconds": cpu,
     }
 
 
@@ -230,19 +248,23 @@ def settings(args) -> dict:
     return {key: str(getattr(args, key)) for key in keys}
 
 
-def reuse(path: Path, args, expected: dict | None = None) -> dict | None:
+def saved_result(path: Path, expected: dict) -> dict | None:
     """The saved result at `path`, when there is one; an error when it was made with other settings than
-    `expected` (default: this bench's settings(args); another bench passes its own)."""
+    `expected` (what the result depends on besides its run: every seeded bench keeps its own)."""
     if not path.is_file():
         return None
     saved = json.loads(path.read_text())
-    expected = settings(args) if expected is None else expected
     if saved.get("settings") != expected:
         raise SystemExit(
             f"{path} was made with other settings ({saved.get('settings')}, now {expected}): "
             "give another --output-dir, or delete it to redo it"
         )
     return saved
+
+
+def reuse(path: Path, args) -> dict | None:
+    """This bench's saved result at `path` (saved_result with its settings)."""
+    return saved_result(path, settings(args))
 
 
 def eval_rows(args) -> list[dict]:

@@ -127,6 +127,7 @@ def adapt_for_cpu() -> None:
 
     if getattr(vllm_generation.VLLMGeneration.sync_weights, "cpu_push", False):
         return
+    trl_private.check()  # what follows replaces TRL's names: one line when an upgrade dropped one
     vllm_generation.LLM = functools.partial(vllm_generation.LLM, enforce_eager=True)
 
     def sync_weights(self):
