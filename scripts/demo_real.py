@@ -75,9 +75,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "gain pooled over seeds",
     )
     parser.add_argument(
-        "--precision", choices=("config", "fp32"), default="config",
+        "--precision", choices=tuple(PRECISION), default="config",
         help="config: DAPO samples and trains in bf16 where this CPU is faster at it (the configs' auto); fp32: "
-        "both in fp32, the protocol of the figures docs/demo-real.md gives before f2345ef",
+        "both in fp32, the protocol of the figures docs/demo-real.md gives before f2345ef; bf16-sampling: bf16 "
+        "sampling with an fp32 loss pass (which half of bf16 costs what: scripts/bench/real_model_arms.py)",
     )  # fmt: skip
     parser.add_argument("--cores", type=int, default=2, help="cores the stages share (one per process)")
     parser.add_argument("--dapo-steps", type=int, default=None, help="DAPO's max_steps (default: the config's)")
@@ -96,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # --precision fp32: the protocol docs/demo-real.md's figures before f2345ef were measured with, sampling and the
 # loss pass in fp32 (the configs now use bf16 for both where this CPU multiplies bf16 faster).
 FP32 = ["--sampling_dtype", "float32", "--loss_dtype", "float32"]
+PRECISION = {"config": [], "fp32": FP32, "bf16-sampling": ["--sampling_dtype", "bfloat16", "--loss_dtype", "float32"]}
 
 
 def dapo_stages(seeds: list[int] | None) -> dict[str, int]:
@@ -224,7 +226,7 @@ def run(args: argparse.Namespace) -> dict:
         return Job(stage, processes, [source] if source != "base" else [], launch)
 
     steps = ["--max_steps", str(args.dapo_steps)] if args.dapo_steps else []
-    precision = FP32 if args.precision == "fp32" else []
+    precision = PRECISION[args.precision]
     # In this order, each as soon as it can: the base model's evaluation fills the core the cold start leaves
     # free, the DAPO runs come before the evaluations that can wait for a free core.
     jobs = [

@@ -114,10 +114,13 @@ def test_the_pooled_gain_command_reads_evaluation_folders(tmp_path, capsys):
         pooled_gain.main([str(base), str(one), "--metric", "pass@4"])
 
 
-@pytest.mark.parametrize("precision", ["config", "fp32"])
-def test_dapo_runs_in_the_configs_precision_unless_told_fp32(tmp_path, monkeypatch, precision):
-    """--precision fp32 reproduces the earlier figures' protocol (sampling and the loss pass in fp32); by default
-    DAPO takes the config's own (bf16 where this CPU is faster)."""
+@pytest.mark.parametrize(
+    "precision, sampling, loss",
+    [("config", None, None), ("fp32", "float32", "float32"), ("bf16-sampling", "bfloat16", "float32")],
+)
+def test_dapo_runs_in_the_configs_precision_unless_told_otherwise(tmp_path, monkeypatch, precision, sampling, loss):
+    """--precision fp32 reproduces the earlier figures' protocol (sampling and the loss pass in fp32), bf16-sampling
+    keeps bf16 for sampling only; by default DAPO takes the config's own (bf16 where this CPU is faster)."""
     extras = []
     monkeypatch.setattr(
         demo_real, "recipe", lambda script, config, model, output, extra, *rest, **kw: extras.append(extra)
@@ -127,5 +130,9 @@ def test_dapo_runs_in_the_configs_precision_unless_told_fp32(tmp_path, monkeypat
     args = demo_real.parse_args(["--output-dir", str(tmp_path), "--model", str(tmp_path), "--precision", precision])
     demo_real.run(args)
     dapo = [extra for extra in extras if "--seed" in extra]
-    assert dapo and all(("--loss_dtype" in extra) == (precision == "fp32") for extra in dapo)
-    assert all(("--sampling_dtype" in extra) == (precision == "fp32") for extra in dapo)
+    assert dapo
+
+    def flag(extra, name):  # the value a flag is given, None where it is not given (the config's auto)
+        return extra[extra.index(name) + 1] if name in extra else None
+
+    assert all(flag(extra, "--sampling_dtype") == sampling and flag(extra, "--loss_dtype") == loss for extra in dapo)

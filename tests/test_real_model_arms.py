@@ -168,3 +168,52 @@ def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
     assert "Not evaluated yet: rft_s1" in (out / "report.md").read_text()
     with pytest.raises(SystemExit, match="no DAPO run"):
         real_model_arms.main([*argv, "--demo-dir", str(tmp_path / "nothing"), "--report-only"])
+
+
+@pytest.mark.parametrize("arm, sampling, loss", [("dapo_fp32", "float32", "float32"),
+                                                 ("dapo_bf16_sampling", "bfloat16", "float32")])  # fmt: skip
+def test_a_precision_arm_is_dapo_in_another_precision(tmp_path, arm, sampling, loss):
+    budget = {"completions": 2560, "tokens_trained": 49000, "steps": 40, "dataset_name": "arithmetic:1-3",
+              "dataset_seed": 1, "precision": ["--sampling_dtype", "bfloat16", "--loss_dtype", "bfloat16"]}  # fmt: skip
+    script, config, flags = real_model_arms.arm_argv(arm, 2, budget, tmp_path, fast=False)
+    assert (script, config.name) == ("grpo.py", "dapo_lora.yaml") and "--rewards" not in flags  # DAPO's reward
+
+    def last(name):  # the parser keeps the last value of a flag given twice
+        return flags[len(flags) - 1 - flags[::-1].index(name) + 1]
+
+    assert (last("--sampling_dtype"), last("--loss_dtype")) == (sampling, loss)
+    assert last("--seed") == "2" and last("--max_steps") == "40" and arm not in real_model_arms.DEFAULT_ARMS
+
+
+def test_the_precision_section_pairs_seed_k_with_seed_k(tmp_path, monkeypatch):
+    from scripts.bench import real_model_arms_report as report
+
+    values = {"sft": {"a": 0.5, "b": 0.5, "c": 0.5}}
+    dapo = [{"a": 1.0, "b": 0.5, "c": 0.0}, {"a": 0.5, "b": 0.5, "c": 0.5}, {"a": 0.0, "b": 1.0, "c": 1.0}]
+    fp32 = [{"a": 1.0, "b": 1.0, "c": 0.5}, {"a": 0.5, "b": 0.0, "c": 0.5}, {"a": 0.5, "b": 1.0, "c": 1.0}]
+    half = [{"a": 1.0, "b": 0.5, "c": 0.5}, {"a": 0.5, "b": 0.5, "c": 0.5}, {"a": 0.0, "b": 1.0, "c": 1.0}]
+    for seed in range(3):
+        values |= {f"dapo_s{seed}": dapo[seed], f"dapo_fp32_s{seed}": fp32[seed],
+                   f"dapo_bf16_sampling_s{seed}": half[seed]}  # fmt: skip
+    evaluations = {}
+    for name in values:
+        (tmp_path / name / "run").mkdir(parents=True)
+        (tmp_path / name / "run" / "per_problem.jsonl").touch()
+        (tmp_path / name / "done").touch()
+        evaluations[name] = tmp_path / name
+    monkeypatch.setattr(report, "per_problem", lambda folder, dataset, metric: ("arithmetic", values[folder.name]))
+    args = real_model_arms.parse_args(["--arms", *report.PRECISION_ARMS, "--output-dir", str(tmp_path / "out")])
+    machine = {"cpu": "AMD EPYC", "isa": ["avx2", "avx512_bf16"], "torch_cpu_capability": "AVX512"}
+    runs = {"dapo_s0": {"sampling_dtype": "bfloat16", "loss_dtype": "bfloat16", "machine": machine,
+                        "seconds_per_step": 30.0}}  # fmt: skip
+    results = report.write_report(args, real_model_arms.labels(args), {}, evaluations, precisions=runs)
+    fp32_minus_dapo = results["precision"]["differences"]["dapo_fp32 - dapo"]
+    # by hand, seed k minus seed k: (0 + 0.5 + 0.5) / 3, (0 - 0.5 + 0) / 3, (0.5 + 0 + 0) / 3
+    assert fp32_minus_dapo["per_seed"] == {0: pytest.approx(1 / 3), 1: pytest.approx(-1 / 6), 2: pytest.approx(1 / 6)}
+    assert fp32_minus_dapo["mean"] == pytest.approx((1 / 3 - 1 / 6 + 1 / 6) / 3)
+    half_minus_dapo = results["precision"]["differences"]["dapo_bf16_sampling - dapo"]
+    assert half_minus_dapo["per_seed"] == {0: pytest.approx(1 / 6), 1: 0.0, 2: 0.0}
+    fp32_minus_half = results["precision"]["differences"]["dapo_fp32 - dapo_bf16_sampling"]
+    assert fp32_minus_half["mean"] == pytest.approx(fp32_minus_dapo["mean"] - half_minus_dapo["mean"])
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "| dapo_s0 | bfloat16 | bfloat16 | AMD EPYC | avx2 avx512_bf16 | AVX512 | 30.0 |" in text

@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,38 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
+# The instruction sets that decide which float kernels run (and so a run's samples, and what `auto` precision
+# resolves to): AVX2 emulates bf16, AVX512-BF16 multiplies it natively, AMX in tiles.
+ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "OMP_NUM_THREADS")
+
+
+def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """The CPU a run ran on: its model name, which ISA_FLAGS it has (/proc/cpuinfo), the kernels torch dispatches
+    to, and the environment variables that hold the kernels back. A figure measured in bf16 on one CPU is not the
+    figure of another."""
+    import platform
+
+    import torch
+
+    flags, model = set(), platform.processor() or platform.machine()
+    try:
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "flags" and not flags:
+                flags = set(value.split())
+            elif key.strip() == "model name":
+                model = value.strip()
+    except OSError:  # not Linux: the model name platform gives, no flags
+        pass
+    return {
+        "cpu": model,
+        "isa": [flag for flag in ISA_FLAGS if flag in flags],
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "kernel_env": {name: os.environ[name] for name in KERNEL_ENV if name in os.environ},
+    }
+
+
 def _as_dict(config) -> dict:
     if hasattr(config, "to_dict"):  # TrainingArguments: serialisable, secrets (hub tokens) redacted
         return config.to_dict()
@@ -51,6 +84,7 @@ def write_run_card(output_dir: str | Path, configs: dict, datasets: dict | None 
         "command": " ".join(sys.argv),
         "git_commit": git_commit(),
         "versions": package_versions(),
+        "machine": machine(),
         "config": {name: _as_dict(config) for name, config in configs.items()},
         "datasets": {
             name: {"rows": len(dataset), "fingerprint": getattr(dataset, "_fingerprint", None)}

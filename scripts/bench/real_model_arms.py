@@ -68,6 +68,10 @@ ARMS = {
     "sft_more": "SFT continued on worked solutions, same trained tokens",
     "dapo_after_sft": "DAPO from the continued-SFT model",
     "dapo_stale": "DAPO one step off-policy (max_staleness 1, rollout worker)",
+    # what the configs' bf16 costs (issue: bf16 against fp32 on SmolLM2): DAPO as the demo runs it in another precision;
+    # with the configs' `auto` resolved to bf16 on this CPU, each arm minus DAPO is fp32's (or one half's) effect
+    "dapo_fp32": "DAPO in fp32 (sampling and loss pass)",
+    "dapo_bf16_sampling": "DAPO with bf16 sampling, fp32 loss pass",
     # the collapse (issue: why the gain fell after step 50): DAPO past its 40 steps with KL to the cold start logged,
     # and the same with a remedy (--remedy), each evaluated at every --long-evals step; dapo_long continues the demo's
     # run from its last checkpoint where that is the same run (continued_from_demo), the remedy trains from step 0
@@ -82,6 +86,8 @@ STARTS = {"dapo_after_sft": "sft_more"}  # arms that train from another arm's mo
 AS_DAPO = {
     "dapo_after_sft": [],
     "dapo_stale": ["--max_staleness", "1", "--vllm_importance_sampling_mode", "token_truncate"],
+    "dapo_fp32": demo_real.PRECISION["fp32"],  # after the DAPO run's own precision flags: the last one given wins
+    "dapo_bf16_sampling": demo_real.PRECISION["bf16-sampling"],
 }
 CORES = {"dapo_stale": 2}  # the trainer and its rollout worker, a process each; every other training job takes one
 DEFAULT_ARMS = [arm for arm in ARMS if arm not in LONG and arm not in AS_DAPO]  # the arms at DAPO's budget
@@ -95,7 +101,8 @@ REMEDY = "--beta 0.04"
 # step of 8 rows.
 # dapo_stale: core-minutes (two cores for about 12 min; the bench's asynchronous step took 0.36x the synchronous one).
 MINUTES = {"rft": 34, "sft_more": 40, "random_reward": 20, "format_only": 20, "dapo_long": 13, "remedy_long": 33,
-           "dapo_after_sft": 30, "dapo_stale": 24, "eval": 4}  # fmt: skip
+           "dapo_after_sft": 30, "dapo_stale": 24, "dapo_fp32": 27, "dapo_bf16_sampling": 23,
+           "eval": 4}  # fmt: skip
 FAST = {
     "rft": ["--sampling", json.dumps({"n": 2, "max_new_tokens": 8, "batch_size": 8})],
     "sft": [],
@@ -363,7 +370,29 @@ def main(argv: list[str] | None = None) -> dict:
     evaluations |= {f"dapo_s{seed}": args.demo_dir / "eval" / stage for stage, seed in stages.items()}
     for name, _, _ in evaluated(args):
         evaluations |= {f"{name}_s{seed}": args.output_dir / "eval" / f"{name}_s{seed}" for seed in args.seeds}
-    return write_report(args, labels(args), budgets, evaluations, STARTS)
+    runs = {f"dapo_s{seed}": args.demo_dir / stage for stage, seed in stages.items()}
+    runs |= {f"{arm}_s{seed}": args.output_dir / arm / f"seed{seed}" for arm in args.arms for seed in args.seeds}
+    return write_report(args, labels(args), budgets, evaluations, STARTS, precision_runs(runs))
+
+
+def precision_runs(runs: dict[str, Path]) -> dict[str, dict]:
+    """Of each finished GRPO run ("<arm>_s<seed>" -> its folder): the precision its run card resolved, the machine
+    it ran on and its seconds a step, for the report's precision table."""
+    found = {}
+    for name, folder in runs.items():
+        card_file = folder / "run_card.json"
+        if not card_file.is_file():
+            continue
+        card = json.loads(card_file.read_text())
+        if card.get("recipe") != "grpo":
+            continue
+        found[name] = {
+            "sampling_dtype": card.get("sampling_dtype"),
+            "loss_dtype": "bfloat16" if card["config"]["training"].get("bf16") else "float32",
+            "machine": card.get("machine"),  # absent from cards written before the card named it
+            "seconds_per_step": card.get("timing", {}).get("seconds_per_step", {}).get("step"),
+        }
+    return found
 
 
 if __name__ == "__main__":

@@ -66,12 +66,18 @@ def _seed_paired_cells(d: dict, better: str, worse: str) -> str:
 
 
 def write_report(
-    args, arms: dict[str, str], budgets: dict[int, dict], evaluations: dict[str, Path], starts: dict | None = None
+    args,
+    arms: dict[str, str],
+    budgets: dict[int, dict],
+    evaluations: dict[str, Path],
+    starts: dict | None = None,
+    precisions: dict[str, dict] | None = None,
 ) -> dict:
     """report.md and results.json in args.output_dir from the finished evaluations (an arm with a seed still
     missing is reported on the seeds it has, and says so). `arms`: report name -> label, in the table's order;
     `evaluations`: "<name>_s<seed>" -> eval.evaluate's folder, with "sft" (the cold start) and "dapo_s<seed>";
-    `starts`: arm -> the arm whose model (same seed) it trained from, for the arm minus its start."""
+    `starts`: arm -> the arm whose model (same seed) it trained from, for the arm minus its start; `precisions`:
+    "<arm>_s<seed>" -> what that GRPO run's card resolved (real_model_arms.precision_runs), for the precision table."""
     found = {name: folder for name, folder in evaluations.items() if (folder / "done").exists() or name == "sft"}
     found = {name: folder for name, folder in found.items() if any(folder.glob("*/per_problem.jsonl"))}
     values = {name: per_problem(folder, None, "pass@1")[1] for name, folder in found.items()}
@@ -154,6 +160,7 @@ def write_report(
             d = seed_paired(seed_runs(values, start, args.seeds), seed_runs(values, arm, args.seeds))
             results["arms"][arm]["minus_start"] = {"start": start, **d}
             lines.append(f"| {labels[arm]} | {labels[start]} | {_seed_paired_cells(d, 'gained', 'lost')} |")
+    lines += precision_section(results, values, args.seeds, labels, precisions or {})
     lines += ["", "Budgets, per seed (from each DAPO run: the other arms are sized on them):", ""]
     for seed, budget in sorted(budgets.items()):
         lines.append(f"- seed {seed}: {budget['completions']} completions sampled, {budget['tokens_trained']} tokens "
@@ -167,3 +174,36 @@ def write_report(
     (args.output_dir / "results.json").write_text(json.dumps(results, indent=1, default=str))
     print(text)
     return results
+
+
+PRECISION_ARMS = ("dapo_fp32", "dapo_bf16_sampling")  # DAPO as the demo runs it, in another precision
+
+
+def precision_section(results: dict, values: dict, seeds, labels: dict, precisions: dict[str, dict]) -> list[str]:
+    """Each precision arm minus DAPO in the configs' precision, seed by seed (seed k of both: the same data order
+    and initial state, only the precision differs) and pooled; fp32 minus bf16 sampling where both ran; and each
+    run's resolved precision, CPU and seconds a step. Adds results["precision"]."""
+    present = [arm for arm in PRECISION_ARMS if arm in results["arms"]]
+    if not present:
+        return []
+    dapo = seed_runs(values, "dapo", seeds)
+    pairs = [(arm, "dapo") for arm in present]
+    if len(present) == 2:
+        pairs.append(("dapo_fp32", "dapo_bf16_sampling"))
+    lines = ["", "Precision: each arm minus the other, seed by seed (seed k of both) and pooled, paired on problems:",
+             "", "| arm | minus | per seed | pooled [95% CI] | reading |", "|---|---|---|---|---|"]  # fmt: skip
+    results["precision"] = {"differences": {}, "runs": precisions}
+    for arm, other in pairs:
+        before = dapo if other == "dapo" else seed_runs(values, other, seeds)
+        d = seed_paired(before, seed_runs(values, arm, seeds))
+        results["precision"]["differences"][f"{arm} - {other}"] = d
+        lines.append(f"| {labels[arm]} | {labels[other]} | {_seed_paired_cells(d, f'{arm} ahead', f'{other} ahead')} |")
+    lines += ["", "What each run resolved and ran on (its run card):", "",
+              "| run | sampling | loss pass | CPU | ISA | torch kernels | s/step |", "|---|---|---|---|---|---|---:|"]  # fmt: skip
+    for name, run in sorted(precisions.items()):
+        machine = run.get("machine") or {}
+        step = run.get("seconds_per_step")
+        lines.append(f"| {name} | {run['sampling_dtype']} | {run['loss_dtype']} | {machine.get('cpu', '?')} | "
+                     f"{' '.join(machine.get('isa', [])) or '?'} | {machine.get('torch_cpu_capability', '?')} | "
+                     f"{f'{step:.1f}' if step else '?'} |")  # fmt: skip
+    return lines
