@@ -160,16 +160,11 @@ def test_zero_advantage_rows_stay_where_they_can_change_the_loss(tmp_path):
     from recipes.stages.grpo.config import RLVRGRPOConfig
 
     def droppable(**options):
-        from types import SimpleNamespace
-
-        from recipes.stages.grpo.trainer import RLVRGRPOTrainer
+        from recipes.stages.grpo.zero_advantage import zero_rows_droppable
 
         args = RLVRGRPOConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True, **options)
-        fake = SimpleNamespace(
-            args=args, loss_type=args.loss_type, beta=args.beta, top_entropy_quantile=args.top_entropy_quantile,
-            _entropy_bonus_enabled=False, aux_loss_enabled=False,
-        )  # fmt: skip
-        return RLVRGRPOTrainer._zero_rows_droppable(fake)
+        return zero_rows_droppable(args.skip_zero_advantage, args.loss_type, args.beta, False,
+                                   args.top_entropy_quantile, False)  # fmt: skip
 
     assert droppable(loss_type="dapo", beta=0.0)
     assert droppable(loss_type="cispo", beta=0.0, epsilon_high=5.0)
@@ -183,25 +178,16 @@ def test_zero_advantage_rows_stay_where_they_can_change_the_loss(tmp_path):
 def test_several_processes_keep_every_row():
     """TRL's loss gathers per-row clip metrics across processes: the row counts must stay equal, so a multi-process
     run drops nothing (a two-process run that dropped rows aborted in that gather)."""
-    from collections import defaultdict
-    from types import SimpleNamespace
-
-    from recipes.stages.grpo.zero_advantage import ZeroAdvantageMixin
+    from recipes.stages.grpo.zero_advantage import rows_to_train
 
     inputs = {"advantages": torch.tensor([0.0, 1.0, 0.0, -1.0]), "completion_ids": torch.ones(4, 3)}
-    metrics = {"train": defaultdict(list)}
-
-    def trainer(processes):
-        return SimpleNamespace(
-            accelerator=SimpleNamespace(num_processes=processes), is_deepspeed_enabled=False,
-            is_fsdp_enabled=False, _metrics=metrics,
-        )  # fmt: skip
-
-    assert ZeroAdvantageMixin._drop_zero_advantage_rows(trainer(2), inputs) is inputs
-    one = ZeroAdvantageMixin._drop_zero_advantage_rows(trainer(1), inputs)
-    assert one["advantages"].tolist() == [1.0, -1.0] and metrics["train"]["loss_pass/zero_advantage_rows_skipped"] == [
-        2
-    ]
+    assert rows_to_train(inputs, processes=2, sharded=False) == (inputs, None)
+    one, dropped = rows_to_train(inputs, processes=1, sharded=False)
+    assert one["advantages"].tolist() == [1.0, -1.0] and dropped == 2
+    # ZeRO / FSDP run their hooks in the model's own backward: a micro-batch left with no row runs whole
+    zeros = {"advantages": torch.zeros(2), "completion_ids": torch.ones(2, 3)}
+    assert rows_to_train(zeros, processes=1, sharded=True) == (zeros, None)
+    assert rows_to_train(zeros, processes=1, sharded=False)[0]["advantages"].shape[0] == 0
 
 
 def test_a_recipe_run_samples_with_eval_decoding_from_the_merged_adapter(tiny_model_dir, tmp_path, monkeypatch):

@@ -168,10 +168,8 @@ def test_dynamic_sampling_cap_lets_zero_variance_groups_through_and_says_so(trai
 def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
     """`--variance_rewards sum` (the bench's dapo_filter_sum) makes a group's variance the std of the weighted
     sum even with math_accuracy among the rewards; the default stays the accuracy reward."""
-    from types import SimpleNamespace
 
     from recipes.common.config import ConfigError
-    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
     def variance(*argv):  # what the trainer reads, from the config and the names of the YAML's rewards
         script, training, _ = parse("demo/dapo.yaml", *argv)
@@ -192,10 +190,10 @@ def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
     summed_rewards = per_func.sum(dim=1)
 
     def spread(variance_rewards):
-        fake = SimpleNamespace(
-            num_generations=2, variance_rewards=variance_rewards, reward_func_names=["math_accuracy", "overlong"]
-        )
-        return RLVRGRPOTrainer._group_spread(fake, per_func, summed_rewards).tolist()
+        from recipes.stages.grpo.dynamic_sampling import group_spread
+
+        names = ["math_accuracy", "overlong"]
+        return group_spread(per_func, summed_rewards, names, variance_rewards, group_size=2).tolist()
 
     assert spread(default) == [0.0, 0.0]  # accuracy: no variance anywhere
     assert spread(summed[1]) == pytest.approx([2**-0.5, 0.0])  # std of [0, -1]

@@ -5,7 +5,6 @@ the config fixed before the run."""
 from __future__ import annotations
 
 import json
-import types
 
 import pytest
 import torch
@@ -13,48 +12,36 @@ import torch
 from eval.metrics import bootstrap_ci
 from recipes import grpo
 from recipes.common.config import parse_recipe_args
-from recipes.stages.grpo.held_out import HeldOutMixin, held_out_data_args, without_training_problems
+from recipes.stages.grpo.held_out import HeldOutScores, held_out_data_args, without_training_problems
 from tasks.data_arguments import DataArguments
 
-
-class Logged:
-    def log(self, logs, start_time=None):
-        self.logged = logs
-
-
-class Trainer(HeldOutMixin, Logged):
-    """What HeldOutMixin reads of the trainer: mode, reward names, the accuracy reward, samples per problem."""
-
-    def __init__(self, training: bool):
-        self.model = types.SimpleNamespace(training=training)
-        self.reward_func_names, self.accuracy_reward, self.num_generations_eval = (
-            ["format", "math_accuracy"],
-            ("math_accuracy"),
-            3,
-        )
+NAMES, ACCURACY, SAMPLES = ["format", "math_accuracy"], "math_accuracy", 3  # 3 samples per problem
 
 
 def test_pass_at_1_per_problem_then_over_problems_with_its_interval():
-    trainer = Trainer(training=False)
+    held_out = HeldOutScores()
     # two eval batches, gathered: problems of 3 samples each; accuracy 1 right, 0 or -1 wrong, NaN unscored
-    trainer._record_held_out(torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, -1.0], [0.0, 0.0], [0.0, 0.0]]))
-    trainer._record_held_out(torch.tensor([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, float("nan")], [0, 1], [0, 0]]))
+    held_out.record(torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, -1.0], [0.0, 0.0], [0.0, 0.0]]),
+                    NAMES, ACCURACY, SAMPLES, training=False)  # fmt: skip
+    held_out.record(torch.tensor([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, float("nan")], [0, 1], [0, 0]]),
+                    NAMES, ACCURACY, SAMPLES, training=False)  # fmt: skip
     per_problem = [2 / 3, 0.0, 1.0, 1 / 3]  # worked out by hand from the second column
     logs = {"eval_loss": 0.5}
-    trainer.log(logs)
-    assert trainer.logged is logs  # in place: transformers picks the best checkpoint from this very dict
+    held_out.into(logs, training=False)  # in place: transformers picks the best checkpoint from this very dict
     assert logs["eval_pass@1"] == pytest.approx(sum(per_problem) / 4)
     low, high = bootstrap_ci(per_problem)
     assert (logs["eval_pass@1_low"], logs["eval_pass@1_high"]) == pytest.approx((low, high))
     assert logs["eval_pass@1_problems"] == 4 and logs["eval_loss"] == 0.5
-    trainer.log(again := {"eval_loss": 0.4})  # the next evaluation starts afresh
+    held_out.into(again := {"eval_loss": 0.4}, training=False)  # the next evaluation starts afresh
     assert "eval_pass@1" not in again
 
 
 def test_training_batches_are_not_held_out():
-    trainer = Trainer(training=True)
-    trainer._record_held_out(torch.ones(3, 2))
-    trainer.log(logs := {"loss": 1.0})
+    held_out = HeldOutScores()
+    held_out.record(torch.ones(3, 2), NAMES, ACCURACY, SAMPLES, training=True)
+    held_out.into(logs := {"loss": 1.0}, training=True)
+    assert logs == {"loss": 1.0}
+    held_out.into(logs, training=False)  # nothing was recorded in training
     assert logs == {"loss": 1.0}
 
 
@@ -146,3 +133,19 @@ def test_plot_curves_draws_held_out_pass_at_1_first(tmp_path):
     drawn = plot_curves.plot_curves([run], tmp_path / "curves.png")
     assert list(drawn)[:2] == ["eval_pass@1", "reward"] and drawn["eval_pass@1"][str(run)] == [(1, 0.3), (2, 0.5)]
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_gold_metrics_by_hand():
+    from recipes.stages.grpo.gold import gold_metrics
+
+    nan = float("nan")
+    per_func = torch.tensor([[1.0, 0.5], [0.0, nan], [1.0, 1.0]])  # two training rewards, one unscored
+    rewards = torch.tensor([1.5, 0.0, 2.0])
+    gold = torch.tensor([[0.0], [1.0], [1.0]])
+    metrics = gold_metrics(per_func, rewards, gold, ["format", "judge"], ["math_accuracy"])
+    assert metrics == {
+        "proxy/reward": pytest.approx(3.5 / 3),
+        "proxy/format": pytest.approx(2 / 3),
+        "proxy/judge": pytest.approx(0.75),  # the unscored completion left out
+        "gold/math_accuracy": pytest.approx(2 / 3),
+    }

@@ -12,7 +12,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from recipes.common.model import SHIPPED_COLD_START
-from recipes.stages.grpo.reference_kl import REF_LOGPS, k3_kl
+from recipes.stages.grpo.reference_kl import REF_LOGPS, k3_kl, reference_kl
 from tests.test_sampler_correction import _trainer, three_completions
 
 
@@ -46,7 +46,7 @@ def test_the_reference_is_the_starting_model_and_the_logged_kl_is_its_k3(tmp_pat
     kl = [entry["kl"] for entry in steps]
     assert len(kl) == 3 and kl[0] == pytest.approx(0.0, abs=1e-6)  # no update yet: the policy is the reference
     assert kl[-1] > 1e-6  # the policy has moved
-    assert (trainer._kl_reference_model is None) == lora  # LoRA: the adapter disabled, no copy in memory
+    assert (trainer.frozen_reference.model is None) == lora  # LoRA: the adapter disabled, no copy in memory
 
     # after training: the reference's log-probs of three completions are the starting weights' own
     _, prompt_ids, completion_ids, completion_mask, moved = three_completions(trainer, temperature=2.0)
@@ -61,11 +61,9 @@ def test_the_reference_is_the_starting_model_and_the_logged_kl_is_its_k3(tmp_pat
     assert not torch.allclose(moved[real], start[real], atol=1e-3)  # ... and the policy's are not
 
     # the figure the loss pass logs for that batch: k3 of the policy's log-probs against those, by hand
-    trainer._metrics["train"].clear()
-    trainer._kl_inputs = batch
-    trainer._measure_reference_kl(moved)
+    logged = reference_kl(moved, batch, lambda totals: trainer.accelerator.reduce(totals, reduction="sum"))
     r = (start - moved)[real]
-    assert trainer._metrics["train"]["kl"] == [pytest.approx(float((torch.exp(r) - r - 1).mean()), rel=1e-3)]
+    assert logged == pytest.approx(float((torch.exp(r) - r - 1).mean()), rel=1e-3)
 
 
 def _trainer_with_peft(tmp_path, peft_config, **options):

@@ -198,7 +198,7 @@ def test_a_sampler_ten_percent_hotter_than_the_trainer_shows_in_the_metrics(tmp_
     )
 
 
-def test_on_trls_vllm_path_the_loss_pass_corrects_when_it_holds_pi_old(tmp_path):
+def test_on_trls_vllm_path_the_loss_pass_corrects_when_it_holds_pi_old(tmp_path, monkeypatch):
     """TRL's vLLM path computes pi_old at generation with a pass of its own; when one generation batch is one
     optimizer step that pass is the loss pass's, so generation is told not to correct and the loss pass does
     (the same ratio as on the transformers path); otherwise TRL's own ratio stands."""
@@ -206,12 +206,18 @@ def test_on_trls_vllm_path_the_loss_pass_corrects_when_it_holds_pi_old(tmp_path)
     trainer.current_gradient_accumulation_steps = 1
     trainer.model.train()
     trainer.use_vllm = True  # as TRL's vLLM path sets it (no engine is needed for what is checked here)
-    with trainer._sampler_correction_in_the_loss():
-        assert trainer.vllm_importance_sampling_correction is False  # TRL's generation: no pi_old pass
+    from trl import GRPOTrainer
+
+    seen = []  # what TRL's generation sees of the correction flag
+    monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions",
+                        lambda self, inputs: seen.append(self.vllm_importance_sampling_correction) or {})  # fmt: skip
+    trainer.dynamic_sampling = False
+    trainer._generate_and_score_completions([])
+    assert seen == [False]  # TRL's generation: no pi_old pass
     assert trainer.vllm_importance_sampling_correction is True
     trainer.num_iterations = 2  # two loss passes a generation: pi_old is no longer the loss pass's own
-    with trainer._sampler_correction_in_the_loss():
-        assert trainer.vllm_importance_sampling_correction is True
+    trainer._generate_and_score_completions([])
+    assert seen == [False, True] and trainer.vllm_importance_sampling_correction is True
     trainer.num_iterations = 1
 
     tokenizer = trainer.processing_class

@@ -28,6 +28,8 @@ TRAINER = {
     "worker's batches",
     "_get_output_dir": "transformers.Trainer: the folder checkpoints go to; our state is saved beside the Trainer's",
     "_load_from_checkpoint": "transformers.Trainer: its weight loader (full weights or a LoRA adapter)",
+    "_entropy_bonus_enabled": "trl.GRPOTrainer: whether its loss adds an entropy bonus (then a row with zero "
+    "advantage still changes the loss: skip_zero_advantage keeps it)",
 }
 
 # trl.generation.vllm_generation.VLLMGeneration: what the CPU weight push (recipes/stages/grpo/vllm_cpu.py) uses.
@@ -134,6 +136,10 @@ def tokenize_prompts(trainer, prompts):
 
 def num_items_in_batch(trainer, batches, device):
     return trainer._get_num_items_in_batch(batches, device)
+
+
+def entropy_bonus_enabled(trainer) -> bool:
+    return trainer._entropy_bonus_enabled
 
 
 def output_dir(trainer, trial=None) -> str:

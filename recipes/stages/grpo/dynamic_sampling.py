@@ -134,6 +134,30 @@ def pad(tensor: torch.Tensor, width: int, value, side: str) -> torch.Tensor:
     return torch.cat([filler, tensor] if side == "left" else [tensor, filler], dim=1)
 
 
+def group_spread(
+    rewards_per_func: torch.Tensor,
+    rewards: torch.Tensor,
+    reward_names: list[str],
+    variance_rewards: list[str] | None,
+    group_size: int,
+) -> torch.Tensor:
+    """Each group's reward spread, (num_groups,): what dynamic sampling and the monitor call its variance.
+
+    With `variance_rewards` (by default the accuracy rewards), the largest within-group std of those rewards
+    alone; otherwise (None) the std of the weighted sum `rewards`. DAPO filters on accuracy: with a length or
+    format reward in the sum, a group whose answers are all wrong still varies in length, keeps a "variance" and
+    passes the filter, and the policy then trains on length alone.
+    """
+    from trl.trainer.utils import nanstd
+
+    if not variance_rewards:
+        return torch.nan_to_num(nanstd(rewards.view(-1, group_size), dim=1), nan=0.0)
+    columns = [reward_names.index(name) for name in variance_rewards]
+    chosen = rewards_per_func[:, columns]  # (groups * group_size, len(columns))
+    spread = nanstd(chosen.view(-1, group_size, len(columns)), dim=1)  # (groups, len(columns))
+    return torch.nan_to_num(spread, nan=0.0).amax(dim=1)
+
+
 class DynamicSamplingMixin:
     """The generation loop of each mode; mixed into RLVRGRPOTrainer ahead of trl.GRPOTrainer.
 

@@ -89,24 +89,26 @@ def kept_checkpoint(args, state) -> dict:
     return {"rule": "last", "checkpoint": None, "step": state.global_step}
 
 
-class HeldOutMixin:
-    """For RLVRGRPOTrainer: each eval batch's accuracy outcomes gathered per problem; `log` adds pass@1."""
+class HeldOutScores:
+    """pass@1 per problem over one evaluation's batches, added to that evaluation's log once and then cleared."""
 
-    _held_out_scores: list[float] | None = None
+    def __init__(self):
+        self.scores: list[float] = []
 
-    def _record_held_out(self, rewards_per_func: torch.Tensor) -> None:
-        """In evaluation: the accuracy reward of every completion of the batch (gathered across processes, so
-        each group's `num_generations_eval` samples are consecutive), as pass@1 per problem."""
-        if self.model.training or self.accuracy_reward not in self.reward_func_names:
+    def record(
+        self, rewards_per_func: torch.Tensor, reward_names: list[str], accuracy: str, samples: int, training: bool
+    ) -> None:
+        """In evaluation, where the accuracy reward (`accuracy`) is among `reward_names`: every completion's outcome
+        (the batch gathered across processes, so each problem's `samples` (num_generations_eval) are consecutive),
+        right where the reward is above 0 (None, NaN, is wrong), averaged per problem."""
+        if training or accuracy not in reward_names:
             return
-        column = rewards_per_func[:, self.reward_func_names.index(self.accuracy_reward)]
-        right = (torch.nan_to_num(column, nan=0.0) > 0).float()
-        per_problem = right.view(-1, self.num_generations_eval).mean(dim=1)
-        self._held_out_scores = (self._held_out_scores or []) + per_problem.tolist()
+        right = (torch.nan_to_num(rewards_per_func[:, reward_names.index(accuracy)], nan=0.0) > 0).float()
+        self.scores += right.view(-1, samples).mean(dim=1).tolist()
 
-    def log(self, logs: dict, start_time: float | None = None) -> None:
-        if not self.model.training and self._held_out_scores:
-            # in place: transformers' evaluate() returns this very dict, and picks the best checkpoint from it
-            logs.update(pass_at_1_summary(self._held_out_scores))
-            self._held_out_scores = None
-        return super().log(logs, start_time)
+    def into(self, logs: dict, training: bool) -> None:
+        """An evaluation's log record gets eval_pass@1 and its interval, in place (transformers' evaluate()
+        returns this very dict and picks the best checkpoint from it); the next evaluation starts afresh."""
+        if not training and self.scores:
+            logs.update(pass_at_1_summary(self.scores))
+            self.scores = []

@@ -22,8 +22,6 @@ import logging
 
 import torch
 
-from recipes.common import trl_private
-
 logger = logging.getLogger(__name__)
 
 REF_LOGPS = "ref_per_token_logps"
@@ -37,72 +35,63 @@ def k3_kl(policy: torch.Tensor, reference: torch.Tensor, mask: torch.Tensor) -> 
     return (per_token * mask).sum(), mask.sum()
 
 
-class ReferenceKLMixin:
-    """For RLVRGRPOTrainer: `_attach_reference_logps` after a batch is generated, `_measure_reference_kl` from the
-    loss pass's own forward (called from the trainer's `_get_per_token_logps_and_entropies`)."""
+def reference_kl_on(log_reference_kl: bool, beta: float, training: bool) -> bool:
+    """Whether this batch gets the reference's log-probs and its loss pass logs `kl`: asked for, no KL term (with
+    one TRL computes and logs it itself), in training."""
+    return bool(log_reference_kl) and beta == 0.0 and training
 
-    _kl_inputs: dict | None = None
-    _kl_reference_model = None
 
-    def _reference_kl_on(self) -> bool:
-        return bool(getattr(self.args, "log_reference_kl", False)) and self.beta == 0.0 and self.model.training
+class FrozenReference:
+    """The frozen starting weights of a fully fine-tuned policy, loaded on the first call (a LoRA policy needs none:
+    `model` stays None): from where the policy was loaded, in its dtype, with TRL's fused LM head at the sampling
+    temperature, as TRL prepares its own reference model. `trainer`: its accelerator, model, temperature, args."""
 
-    def _reference_model(self):
-        """The frozen starting weights of a fully fine-tuned policy, loaded once (a LoRA policy needs none)."""
-        if self._kl_reference_model is None:
+    def __init__(self, trainer):
+        self.trainer, self.model = trainer, None
+
+    def __call__(self):
+        if self.model is None:
             from transformers import AutoModelForCausalLM
             from trl.trainer.utils import add_fused_lm_head
 
-            unwrapped = self.accelerator.unwrap_model(self.model)
-            source = unwrapped.config._name_or_path
+            policy = self.trainer.accelerator.unwrap_model(self.trainer.model)
+            source = policy.config._name_or_path
             logger.info("log_reference_kl: a frozen copy of %s is the reference (one more model in memory)", source)
-            dtype = next(unwrapped.parameters()).dtype
-            reference = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(self.accelerator.device).eval()
-            reference.requires_grad_(False)
-            # as TRL prepares its own reference model: its log-probs come from the fused LM head, at the temperature
+            dtype = next(policy.parameters()).dtype
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(self.trainer.accelerator.device)
+            model.eval().requires_grad_(False)
             add_fused_lm_head(
-                reference, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32
-            )
-            self._kl_reference_model = reference
-        return self._kl_reference_model
+                model, temperature=self.trainer.temperature,
+                cast_lm_head_to_fp32=self.trainer.args.cast_lm_head_to_fp32,
+            )  # fmt: skip
+            self.model = model
+        return self.model
 
-    def _attach_reference_logps(self, batch: dict) -> None:
-        """The reference's log-prob of every completion token of `batch`, as batch["ref_per_token_logps"]."""
-        if not self._reference_kl_on() or batch.get(REF_LOGPS) is not None:
-            return
-        from peft import PeftModel
-        from trl.trainer.utils import use_adapter
 
-        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-        mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-        keep = batch["completion_ids"].size(1)
-        chunk = self.args.per_device_train_batch_size
-        unwrapped = self.accelerator.unwrap_model(self.model)
-        with torch.no_grad():
-            if isinstance(unwrapped, PeftModel):
-                adapter = "ref" if "ref" in unwrapped.peft_config else None  # TRL's re-trained-adapter case
-                with use_adapter(unwrapped, adapter_name=adapter):
-                    logps, _, _ = trl_private.per_token_logps_and_entropies(
-                        self, self.model, ids, mask, keep, batch_size=chunk
-                    )
-            else:
-                logps, _, _ = trl_private.per_token_logps_and_entropies(
-                    self, self._reference_model(), ids, mask, keep, batch_size=chunk
-                )
-        batch[REF_LOGPS] = logps
+def reference_logps(batch: dict, logps_of, policy, unwrapped, reference) -> torch.Tensor:
+    """The reference's log-prob of every completion token of `batch` (prompt and completion ids and masks), without
+    gradient. `logps_of(model, ids, mask, completion_length)`: per-token log-probs as the trainer computes them.
+    A LoRA policy (`unwrapped` a PeftModel) is its own reference with the adapter disabled (TRL's `ref` adapter
+    where it has one); otherwise `reference()` gives the frozen copy."""
+    from peft import PeftModel
+    from trl.trainer.utils import use_adapter
 
-    def _compute_loss(self, model, inputs):
-        self._kl_inputs = inputs if self._reference_kl_on() and inputs.get(REF_LOGPS) is not None else None
-        try:
-            return super()._compute_loss(model, inputs)
-        finally:
-            self._kl_inputs = None
+    ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+    mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+    keep = batch["completion_ids"].size(1)
+    with torch.no_grad():
+        if isinstance(unwrapped, PeftModel):
+            adapter = "ref" if "ref" in unwrapped.peft_config else None  # TRL's re-trained-adapter case
+            with use_adapter(unwrapped, adapter_name=adapter):
+                return logps_of(policy, ids, mask, keep)
+        return logps_of(reference(), ids, mask, keep)
 
-    def _measure_reference_kl(self, per_token_logps: torch.Tensor) -> None:
-        inputs, self._kl_inputs = self._kl_inputs, None  # once per loss pass
-        if inputs is None:
-            return
-        mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
-        total, count = k3_kl(per_token_logps.detach(), inputs[REF_LOGPS].to(per_token_logps.device), mask)
-        totals = self.accelerator.reduce(torch.stack([total, count]), reduction="sum")
-        trl_private.metrics(self)["kl"].append((totals[0] / totals[1].clamp(min=1.0)).item())
+
+def reference_kl(per_token_logps: torch.Tensor, inputs: dict, reduce_sum) -> float:
+    """The logged `kl` of one micro-batch: k3 of the loss pass's own log-probs (detached) against the reference's
+    (inputs["ref_per_token_logps"]), over the completion tokens the loss trains on (tool results left out), the
+    sums reduced over processes by `reduce_sum` (accelerate's reduce)."""
+    mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+    total, count = k3_kl(per_token_logps.detach(), inputs[REF_LOGPS].to(per_token_logps.device), mask)
+    totals = reduce_sum(torch.stack([total, count]))
+    return (totals[0] / totals[1].clamp(min=1.0)).item()

@@ -10,7 +10,7 @@ sampling log-prob as vLLM does (`processed_logprobs`: after temperature, top-k a
 
 * `importance_sampling_ratio`: TRL's four modes (`token_truncate`, `token_mask`, `sequence_truncate`,
   `sequence_mask`) with its clip bounds, written once here and checked against hand-computed values;
-* `SamplerCorrectionMixin`: in the loss pass, pi_old is the trainer's own log-prob of the token (TRL's
+* `correct_for_sampler`: in the loss pass, pi_old is the trainer's own log-prob of the token (TRL's
   `old_per_token_logps` when it computed them, else the loss pass's own, detached: the same model when one
   generation batch is one optimizer step), so no extra forward pass is run; the ratio goes into the batch as
   `importance_sampling_ratio`, which TRL's loss multiplies in (and VESPO folds into its weight), and the
@@ -23,19 +23,16 @@ config means the same on both paths.
 On TRL's vLLM path TRL corrects itself, at generation: it runs the policy over every generated row once more
 for pi_old, for this ratio alone. When one generation batch is one optimizer step (TRL's own test for needing
 pi_old: gradient_accumulation_steps a multiple of steps_per_generation x num_iterations) that pass computes
-what the loss pass computes anyway, so `_sampler_correction_in_the_loss` moves the correction into the loss
-pass as on the transformers path: the same ratio, without the extra pass (on SmolLM2, dapo_lora.yaml, with
+what the loss pass computes anyway, so the trainer moves the correction into the loss
+pass as on the transformers path (`defer_to_loss_pass`): the same ratio, without the extra pass (on SmolLM2, dapo_lora.yaml, with
 vLLM on a CPU that pass was 70-96 s of a 145-180 s step: scripts/bench/rollout_cost.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
-
-from recipes.common import trl_private
 
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 
@@ -87,66 +84,43 @@ def mismatch_metrics(policy_logps: torch.Tensor, sampling_logps: torch.Tensor, m
     }
 
 
-class SamplerCorrectionMixin:
-    """For RLVRGRPOTrainer: the correction on the transformers path (module docstring). `_compute_loss` marks
-    the batch; the loss pass's own forward (`_correct_for_sampler`, called from the trainer's
-    `_get_per_token_logps_and_entropies`) computes the ratio from the log-probs it has just computed."""
+def correction_applies(correction_on: bool, inputs: dict, training: bool) -> bool:
+    """Whether the loss pass corrects this micro-batch: TRL's `vllm_importance_sampling_correction` on, the
+    sampler's log-probs recorded, no ratio already there (TRL's vLLM path corrected at generation), in training."""
+    return (
+        correction_on
+        and inputs.get("sampling_per_token_logps") is not None
+        and "importance_sampling_ratio" not in inputs
+        and training
+    )
 
-    _correcting: dict | None = None
 
-    def _sampler_correction_applies(self, inputs: dict) -> bool:
-        return (
-            self.vllm_importance_sampling_correction
-            and inputs.get("sampling_per_token_logps") is not None
-            and "importance_sampling_ratio" not in inputs  # TRL's vLLM path corrected at generation
-            and self.model.training
-        )
+def defer_to_loss_pass(
+    use_vllm: bool,
+    correction_on: bool,
+    training: bool,
+    gradient_accumulation_steps: int,
+    steps_per_generation: int,
+    num_iterations: int,
+) -> bool:
+    """On TRL's vLLM path: whether generation skips its pi_old pass, the loss pass's own log-probs being pi_old (one
+    generation batch, one optimizer step), and the loss pass corrects instead (module docstring). The trainer turns
+    TRL's correction off for the length of generation where this holds."""
+    generate_every = steps_per_generation * num_iterations
+    return use_vllm and correction_on and training and gradient_accumulation_steps % generate_every == 0
 
-    @contextlib.contextmanager
-    def _sampler_correction_in_the_loss(self):
-        """Around generation on TRL's vLLM path: no pi_old pass there when the loss pass's own log-probs are
-        pi_old (one generation batch, one optimizer step); the loss pass corrects (module docstring)."""
-        generate_every = self.args.steps_per_generation * self.num_iterations
-        defer = (
-            self.use_vllm
-            and self.vllm_importance_sampling_correction
-            and self.model.training
-            and self.args.gradient_accumulation_steps % generate_every == 0
-        )
-        if not defer:
-            yield
-            return
-        self.vllm_importance_sampling_correction = False  # TRL's generation then computes neither pi_old nor ratio
-        try:
-            yield
-        finally:
-            self.vllm_importance_sampling_correction = True
 
-    def _compute_loss(self, model, inputs):
-        if not self._sampler_correction_applies(inputs):
-            return super()._compute_loss(model, inputs)
-        self._correcting = inputs
-        # TRL multiplies the loss by inputs["importance_sampling_ratio"] on its vLLM path only (the one place its
-        # loss reads use_vllm); for the length of the loss the flag says that the sampler was another engine.
-        was_vllm, self.use_vllm = self.use_vllm, True
-        try:
-            return super()._compute_loss(model, inputs)
-        finally:
-            self.use_vllm = was_vllm
-            self._correcting = None
-
-    def _correct_for_sampler(self, per_token_logps: torch.Tensor) -> None:
-        inputs, self._correcting = self._correcting, None  # once per loss pass
-        if inputs is None:
-            return
-        old = inputs.get("old_per_token_logps")
-        policy = (per_token_logps.detach() if old is None else old).float()
-        sampling = inputs["sampling_per_token_logps"].to(policy.device).float()
-        mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
-        ratio = importance_sampling_ratio(
-            policy, sampling, mask, self.vllm_importance_sampling_mode,
-            self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max,
-        )  # fmt: skip
-        inputs["importance_sampling_ratio"] = ratio
-        for name, value in mismatch_metrics(policy, sampling, mask, ratio).items():
-            trl_private.metrics(self)[name].append(value)
+def correct_for_sampler(
+    inputs: dict, per_token_logps: torch.Tensor, mode: str, clip_min: float | None, clip_max: float | None
+) -> dict[str, float]:
+    """In the loss pass: the ratio pi_old / pi_sampler of every token of `inputs` put into it as
+    `importance_sampling_ratio` (TRL's loss multiplies it in), and the mismatch metrics to log. pi_old is TRL's
+    `old_per_token_logps` where it computed them, else the loss pass's own log-probs (`per_token_logps`,
+    detached); tool results count for nothing."""
+    old = inputs.get("old_per_token_logps")
+    policy = (per_token_logps.detach() if old is None else old).float()
+    sampling = inputs["sampling_per_token_logps"].to(policy.device).float()
+    mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+    ratio = importance_sampling_ratio(policy, sampling, mask, mode, clip_min, clip_max)
+    inputs["importance_sampling_ratio"] = ratio
+    return mismatch_metrics(policy, sampling, mask, ratio)

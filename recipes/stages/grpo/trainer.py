@@ -1,70 +1,54 @@
-"""TRL's GRPOTrainer with what DAPO and Kimi k1.5 add and TRL lacks, and its config: `RLVRGRPOConfig` is
-trl.GRPOConfig plus this trainer's own options, and `RLVRGRPOTrainer` reads every one of them from `args`, so a
-bare script builds it as it builds TRL's: `RLVRGRPOTrainer(model=..., reward_funcs=..., args=RLVRGRPOConfig(...),
-train_dataset=...)`. recipes/grpo.py parses the config from the same YAML as its own options (the rewards, the
-data, the monitor: recipes.stages.grpo.arguments.GRPOScriptArguments).
+"""RLVRGRPOTrainer: TRL's GRPOTrainer with what DAPO, Kimi k1.5 and this repository add, read here in the order a
+step runs it. Its options are RLVRGRPOConfig's (recipes.stages.grpo.config: trl.GRPOConfig plus ours, each
+documented there); a bare script builds it as it builds TRL's: `RLVRGRPOTrainer(model=..., reward_funcs=...,
+args=RLVRGRPOConfig(...), train_dataset=...)`. What is not named below (the losses, clipping, the KL term, vLLM,
+logging, checkpoints) is TRL's. Each addition is a module of recipes/stages/grpo/ that takes explicit inputs; this
+class holds the overrides of TRL's and transformers.Trainer's methods and calls them, in this order:
 
-Everything else (the GRPO / Dr. GRPO / DAPO losses, clip-higher, KL, vLLM, logging, checkpoints) is TRL's,
-set from GRPOConfig. What this subclass adds:
-
-* dynamic sampling (DAPO, Yu et al. 2025, section 3.2): groups whose rewards all agree (zero advantage, no
-  gradient) are dropped and replaced by groups generated for further prompts, up to
-  `dynamic_sampling_max_rounds` extra generation rounds per step; past that cap zero-variance groups complete
-  the batch and the step logs `dynamic_sampling/cap_hit`. `dynamic_sampling_mode` says how much an extra round
-  generates (`batch`, `reference`, `adaptive`); recipes.stages.grpo.dynamic_sampling has the loops, the staleness
-  argument and the metrics. Each process filters its own whole groups; all run the same rounds of the same size
-  because generation gathers across them;
-* a curriculum (Kimi k1.5, `sampler: pass_rate_weighted`): prompts drawn with weight 1 - pass rate
-  (data_filters.curriculum), the pass rates updated online from the accuracy reward of every generated group;
-* which rewards define a group's variance (`variance_rewards`, by default the accuracy rewards: DAPO's
-  reference filters on the accuracy metric, not on the shaped sum), and the metrics the monitor reads:
-  `groups/std_mean` (the earliest sign of entropy collapse) and `groups/zero_std_frac`;
-* its own state (curriculum estimates, the extra-prompt stream, adaptive sampling's buffer and estimate)
-  saved in each checkpoint and restored with `resume_from_checkpoint`;
-* where each step's time goes (recipes.stages.grpo.step_timing): thin overrides of TRL's methods open a timed
-  phase around the parent's call (`_generate`, `_calculate_rewards`, gradient-free
-  `_get_per_token_logps_and_entropies`, `training_step`) and count the tokens generated and trained;
-* held-out pass@1 every `eval_steps` with its interval (recipes.stages.grpo.held_out), on TRL's evaluation;
-* KL to the starting model logged as `kl` with `beta: 0` too (`log_reference_kl`, recipes.stages.grpo.reference_kl);
-* gold rewards (`gold_reward_funcs`, recipes.stages.grpo.gold): rule rewards scored on the same completions and
-  logged as `gold/<name>` beside `proxy/*`, never in the loss, so that a learned reward can be watched against
-  the verifier (recipes.common.monitor warns of reward hacking from them);
-* asynchronous generation (`max_staleness`, recipes.stages.grpo.async_rollouts): a rollout worker process samples
-  the next batches while the trainer trains, its log-probs correcting the loss;
-* partial rollouts (Kimi k1.5, `partial_rollout_tokens`, recipes.stages.grpo.partial_rollouts): a completion
-  samples a segment a step, and its group is trained once every member has finished;
-* cheaper steps on the transformers path: `compact_generation`, `merge_adapter_for_generation`, `trim_padding`
-  and `skip_zero_advantage` (recipes.stages.grpo.compact_generation), `share_prompts` (recipes.stages.grpo.shared_prompt: a
-  group's prompt runs once in the loss pass);
-* the sampler's log-probs (recipes.stages.grpo.sampler_correction): compact generation records the log-prob each
-  token was drawn with; the loss pass logs the mismatch with its own (`sampling/sampling_logp_difference/*`,
-  `sampling/importance_sampling_ratio/*`, `training/rollout_probs_diff_*`) and corrects the loss by TRL's
-  `vllm_importance_sampling_*` options, as TRL does on its vLLM path.
+1. Prompts: `_get_train_sampler` draws by pass rate with a curriculum (data_filters.curriculum); `_extra_prompts`
+   draws dynamic sampling's further prompts from a stream a resumed run repeats.
+2. A generation batch, `_generate_and_score_completions`: the rollout worker is asked for the next one
+   (async_rollouts); TRL's generation, or dynamic sampling's rounds that replace groups whose rewards all agree
+   (dynamic_sampling); on TRL's vLLM path the sampler correction is deferred to the loss pass where it can be
+   (sampler_correction); the reference's log-probs for the logged KL (reference_kl).
+   - `_generate` (timed) -> `_generate_single_turn`: compact generation, in bf16 where asked
+     (compact_generation, sampling_dtype), partial rollouts (partial_rollouts), or the rollout worker's batch;
+   - `_calculate_rewards` (timed): TRL's rewards; gold rewards logged beside them (gold); in evaluation, pass@1
+     per problem (held_out); each group's spread on the accuracy rewards (dynamic_sampling.group_spread, logged
+     for the monitor) and the curriculum's pass rates.
+3. The micro-batch, `_prepare_inputs`: a fresh batch regrouped so a group's prompt runs once (shared_prompt); rows
+   with zero advantage left out where they add nothing (zero_advantage); padding trimmed (compact_generation).
+4. The loss pass, `training_step` (timed) -> `compute_loss` (tokens counted; a micro-batch with no row left is a
+   zero loss) -> `_compute_loss` (marks what its forward does) -> `_get_per_token_logps_and_entropies`: the
+   shared-prompt forward, then from its log-probs the sampler correction's ratio and mismatch metrics
+   (sampler_correction) and the KL to the reference (reference_kl). Gradient-free calls are timed as `logprobs`.
+5. `log`: an evaluation's record gets held-out pass@1 and its interval (held_out); every step's timing and token
+   counts come from step_timing's callback.
+6. Checkpoints, `_save_checkpoint` / `_load_optimizer_and_scheduler`: this trainer's own state beside TRL's
+   (checkpoint_state), so that a resumed run draws and buffers as the uninterrupted one would have.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 import torch
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
-from trl.trainer.utils import nanstd
 
 from recipes.common import trl_private
+from recipes.stages.grpo import checkpoint_state, reference_kl, sampler_correction, zero_advantage
 from recipes.stages.grpo.async_rollouts import AsyncRolloutMixin
-from recipes.stages.grpo.checkpoint_state import RLVRStateMixin
 from recipes.stages.grpo.compact_generation import CompactGenerationMixin, trim_micro_batch
 from recipes.stages.grpo.config import RLVRGRPOConfig, variance_reward_names
-from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin
-from recipes.stages.grpo.gold import GoldRewardsMixin
-from recipes.stages.grpo.held_out import HeldOutMixin
+from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin, group_spread
+from recipes.stages.grpo.gold import gold_metrics
+from recipes.stages.grpo.held_out import HeldOutScores
 from recipes.stages.grpo.partial_rollouts import PartialRolloutMixin
-from recipes.stages.grpo.reference_kl import ReferenceKLMixin
-from recipes.stages.grpo.sampler_correction import SamplerCorrectionMixin
 from recipes.stages.grpo.sampling_dtype import resolve_sampling_dtype
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 from recipes.stages.grpo.step_timing import StepTimer, StepTimingCallback
-from recipes.stages.grpo.zero_advantage import ZeroAdvantageMixin
 from rewards import accuracy_reward_names
 
 logger = logging.getLogger(__name__)
@@ -74,13 +58,7 @@ class RLVRGRPOTrainer(
     AsyncRolloutMixin,
     PartialRolloutMixin,
     CompactGenerationMixin,
-    ZeroAdvantageMixin,
-    ReferenceKLMixin,
-    SamplerCorrectionMixin,
     DynamicSamplingMixin,
-    RLVRStateMixin,
-    GoldRewardsMixin,
-    HeldOutMixin,
     GRPOTrainer,
 ):
     """GRPOTrainer plus dynamic sampling and a pass-rate curriculum, every option read from `args`, an
@@ -102,6 +80,8 @@ class RLVRGRPOTrainer(
         self.curriculum = None
         self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
         self._last_group_std: torch.Tensor | None = None
+        self.held_out = HeldOutScores()  # recipes.stages.grpo.held_out: pass@1 per problem over an evaluation
+        self._loss_pass: tuple[dict, bool, bool] | None = None  # _compute_loss -> its forward: (inputs, correct, kl)
         if args.use_vllm and not torch.cuda.is_available():
             from recipes.stages.grpo.vllm_cpu import adapt_for_cpu
 
@@ -115,6 +95,7 @@ class RLVRGRPOTrainer(
             args.sampling_dtype, self.is_deepspeed_enabled or self.is_fsdp_enabled, self.accelerator.device.type
         )  # recipes.stages.grpo.sampling_dtype: what compact generation samples in
         self.step_timing = StepTimer(self.accelerator.device)
+        self.frozen_reference = reference_kl.FrozenReference(self)  # log_reference_kl's, loaded on use
         self.add_callback(StepTimingCallback(self.step_timing, trl_private.all_metrics(self)))
         self._init_async_rollouts()  # recipes.stages.grpo.async_rollouts: generation beside training
         self._init_partial_rollouts()  # recipes.stages.grpo.partial_rollouts: long completions across steps
@@ -187,13 +168,21 @@ class RLVRGRPOTrainer(
         weights = self.reward_weights.to(rewards_per_func.device)
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-        if gold is not None:
-            self._log_gold(rewards_per_func, rewards, gold)  # recipes.stages.grpo.gold
-        self._record_held_out(rewards_per_func)  # in evaluation only: recipes.stages.grpo.held_out
+        mode = "train" if self.model.training else "eval"
+        if gold is not None:  # recipes.stages.grpo.gold: logged beside the proxy, never in the loss
+            for name, value in gold_metrics(
+                rewards_per_func, rewards, gold, self.reward_func_names, self.gold_reward_names
+            ).items():
+                trl_private.metrics(self, mode)[name].append(value)
+        self.held_out.record(  # in evaluation only: recipes.stages.grpo.held_out
+            rewards_per_func, self.reward_func_names, self.accuracy_reward, self.num_generations_eval,
+            self.model.training,
+        )  # fmt: skip
         if self.model.training and self.num_generations > 1:
-            group_std = self._group_spread(rewards_per_func, rewards)
+            group_std = group_spread(  # recipes.stages.grpo.dynamic_sampling
+                rewards_per_func, rewards, self.reward_func_names, self.variance_rewards, self.num_generations
+            )
             self._last_group_std = group_std
-            mode = "train"
             trl_private.metrics(self, mode)["groups/std_mean"].append(group_std.mean().item())
             trl_private.metrics(self, mode)["groups/zero_std_frac"].append(
                 torch.isclose(group_std, torch.zeros_like(group_std)).float().mean().item()
@@ -202,21 +191,19 @@ class RLVRGRPOTrainer(
                 self._update_curriculum(inputs, rewards_per_func, rewards)
         return rewards_per_func
 
-    def _group_spread(self, rewards_per_func: torch.Tensor, rewards: torch.Tensor) -> torch.Tensor:
-        """Each group's reward spread, (num_groups,): what dynamic sampling and the monitor call its variance.
-
-        With `variance_rewards` (by default the accuracy rewards), the largest within-group std
-        of those rewards alone; otherwise the std of the weighted sum. DAPO filters on accuracy: with a length
-        or format reward in the sum, a group whose answers are all wrong still varies in length, keeps a
-        "variance" and passes the filter, and the policy then trains on length alone.
-        """
-        g = self.num_generations
-        if not self.variance_rewards:
-            return torch.nan_to_num(nanstd(rewards.view(-1, g), dim=1), nan=0.0)
-        columns = [self.reward_func_names.index(name) for name in self.variance_rewards]
-        chosen = rewards_per_func[:, columns]  # (groups * g, len(columns))
-        spread = nanstd(chosen.view(-1, g, len(columns)), dim=1)  # (groups, len(columns))
-        return torch.nan_to_num(spread, nan=0.0).amax(dim=1)
+    def _gold_rewards(self, inputs, prompts, completions, completion_ids_list) -> torch.Tensor | None:
+        """The gold rewards of these completions, (rows, gold rewards), or None: TRL's own scoring with the reward
+        list swapped for the gold one for the call (recipes.stages.grpo.gold)."""
+        if not self.gold_reward_funcs:
+            return None
+        saved = self.reward_funcs, self.reward_processing_classes, self.reward_func_names
+        self.reward_funcs = self.gold_reward_funcs
+        self.reward_processing_classes = [None] * len(self.gold_reward_funcs)
+        self.reward_func_names = self.gold_reward_names
+        try:
+            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        finally:
+            self.reward_funcs, self.reward_processing_classes, self.reward_func_names = saved
 
     def _update_curriculum(self, inputs, rewards_per_func, rewards) -> None:
         """Every process applies the same (gathered) outcomes, so that all draw the same prompts."""
@@ -233,20 +220,43 @@ class RLVRGRPOTrainer(
             values = [None if still else value for value, still in zip(values, unfinished, strict=True)]
         self.curriculum.update(ids, values)
 
-    # ------------------------------------------------------------ dynamic sampling
+    # ------------------------------------------------------------ a generation batch
 
     def _generate_and_score_completions(self, inputs):
         if self.use_rollout_worker and self.model.training:  # recipes.stages.grpo.async_rollouts
             self._prepare_requests(inputs)
-        with self._sampler_correction_in_the_loss():  # recipes.stages.grpo.sampler_correction
+        defer = sampler_correction.defer_to_loss_pass(
+            self.use_vllm, self.vllm_importance_sampling_correction, self.model.training,
+            self.args.gradient_accumulation_steps, self.args.steps_per_generation, self.num_iterations,
+        )  # fmt: skip
+        if defer:  # TRL's generation then computes neither pi_old nor the ratio: the loss pass does
+            self.vllm_importance_sampling_correction = False
+        try:
             if not (self.dynamic_sampling and self.model.training):
                 batch = super()._generate_and_score_completions(inputs)
             else:
                 batch = self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
                 if self.use_rollout_worker:
                     self._request_next_extra_round()
+        finally:
+            if defer:
+                self.vllm_importance_sampling_correction = True
         self._attach_reference_logps(batch)  # recipes.stages.grpo.reference_kl, with log_reference_kl
         return batch
+
+    def _attach_reference_logps(self, batch: dict) -> None:
+        """batch["ref_per_token_logps"]: the reference's log-prob of every completion token, with log_reference_kl."""
+        on = reference_kl.reference_kl_on(self.args.log_reference_kl, self.beta, self.model.training)
+        if not on or batch.get(reference_kl.REF_LOGPS) is not None:
+            return
+        chunk = self.args.per_device_train_batch_size
+
+        def logps_of(model, ids, mask, keep):
+            return trl_private.per_token_logps_and_entropies(self, model, ids, mask, keep, batch_size=chunk)[0]
+
+        batch[reference_kl.REF_LOGPS] = reference_kl.reference_logps(
+            batch, logps_of, self.model, self.accelerator.unwrap_model(self.model), self.frozen_reference
+        )
 
     # ------------------------------------------------------------ step timing (recipes.stages.grpo.step_timing)
 
@@ -264,8 +274,16 @@ class RLVRGRPOTrainer(
         if self.share_prompts and self.model.training and fresh is not buffered:  # a fresh generation batch
             trl_private.set_buffered_inputs(self, group_micro_batches(fresh))
             inputs = trl_private.buffered_inputs(self)[trl_private.micro_step(self) % self.args.steps_per_generation]
-        if self.model.training and self._zero_rows_droppable():
-            inputs = self._drop_zero_advantage_rows(inputs)
+        droppable = zero_advantage.zero_rows_droppable(
+            self.args.skip_zero_advantage, self.loss_type, self.beta, trl_private.entropy_bonus_enabled(self),
+            self.top_entropy_quantile, getattr(self, "aux_loss_enabled", False),
+        )  # fmt: skip
+        if self.model.training and droppable:  # recipes.stages.grpo.zero_advantage
+            inputs, dropped = zero_advantage.rows_to_train(
+                inputs, self.accelerator.num_processes, self.is_deepspeed_enabled or self.is_fsdp_enabled
+            )
+            if dropped is not None:
+                trl_private.metrics(self)["loss_pass/zero_advantage_rows_skipped"].append(dropped)
         if self.trim_padding and self.model.training:
             inputs = trim_micro_batch(inputs)
         return inputs
@@ -280,8 +298,17 @@ class RLVRGRPOTrainer(
         if torch.is_grad_enabled():  # the loss pass's own forward: part of forward_backward
             shared = self._shared_prompt_pass(*args, **kwargs) if self.share_prompts else None
             result = shared if shared is not None else super()._get_per_token_logps_and_entropies(*args, **kwargs)
-            self._correct_for_sampler(result[0])  # recipes.stages.grpo.sampler_correction, when it applies
-            self._measure_reference_kl(result[0])  # recipes.stages.grpo.reference_kl, with log_reference_kl
+            inputs, correct, kl = self._loss_pass or (None, False, False)
+            self._loss_pass = None  # once per loss pass
+            if correct:  # recipes.stages.grpo.sampler_correction
+                for name, value in sampler_correction.correct_for_sampler(
+                    inputs, result[0], self.vllm_importance_sampling_mode, self.vllm_importance_sampling_clip_min,
+                    self.vllm_importance_sampling_clip_max,
+                ).items():  # fmt: skip
+                    trl_private.metrics(self)[name].append(value)
+            if kl:  # recipes.stages.grpo.reference_kl
+                reduce_sum = lambda totals: self.accelerator.reduce(totals, reduction="sum")  # noqa: E731
+                trl_private.metrics(self)["kl"].append(reference_kl.reference_kl(result[0], inputs, reduce_sum))
             return result
         with self.step_timing.phase("logprobs"):  # old / reference / buffered sampling log-probs
             return super()._get_per_token_logps_and_entropies(*args, **kwargs)
@@ -300,6 +327,8 @@ class RLVRGRPOTrainer(
         return None if result is None else (*result, None)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if zero_advantage.no_rows_left(inputs):  # skip_zero_advantage left no row: nothing to run
+            return zero_advantage.zero_loss(model)
         if self.step_timing.active and torch.is_grad_enabled():
             masks = (inputs["prompt_mask"], inputs["completion_mask"])
             counts = None
@@ -312,3 +341,55 @@ class RLVRGRPOTrainer(
             self.step_timing.count("trained", counts[0])
             self.step_timing.count("positions", counts[1])
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def _compute_loss(self, model, inputs):
+        # What the loss pass's own forward (_get_per_token_logps_and_entropies) does with its log-probs: correct
+        # for the sampler, measure the KL to the reference.
+        correct = sampler_correction.correction_applies(
+            self.vllm_importance_sampling_correction, inputs, self.model.training
+        )
+        kl = reference_kl.reference_kl_on(self.args.log_reference_kl, self.beta, self.model.training)
+        kl = kl and inputs.get(reference_kl.REF_LOGPS) is not None
+        self._loss_pass = (inputs, correct, kl)
+        # TRL multiplies the loss by inputs["importance_sampling_ratio"] on its vLLM path only (the one place its
+        # loss reads use_vllm); for the length of the loss the flag says that the sampler was another engine.
+        was_vllm, self.use_vllm = self.use_vllm, self.use_vllm or correct
+        try:
+            return super()._compute_loss(model, inputs)
+        finally:
+            self.use_vllm = was_vllm
+            self._loss_pass = None
+
+    # ------------------------------------------------------------ checkpoints and logs
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        folder = os.path.join(trl_private.output_dir(self, trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        state = {"extra_draws": self._extra_draws, "zero_std_estimate": self._zero_std_estimate}
+        if self.curriculum is not None:
+            state["curriculum"] = self.curriculum.state_dict()
+        checkpoint_state.save_rlvr_state(  # recipes.stages.grpo.checkpoint_state
+            folder, state if self.args.should_save else None, self.accelerator.process_index,
+            {"buffer": self._buffer, "carried": self._carried},
+        )  # fmt: skip
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        super()._load_optimizer_and_scheduler(checkpoint)
+        self._restore_rlvr_state(checkpoint)
+
+    def _restore_rlvr_state(self, checkpoint) -> None:
+        """This trainer's own state from `checkpoint` (a folder), where it was saved."""
+        state, buffers = checkpoint_state.load_rlvr_state(
+            checkpoint, self.accelerator.process_index, self.accelerator.device
+        )
+        if state is not None:
+            self._extra_draws = state.get("extra_draws", 0)
+            self._zero_std_estimate = state.get("zero_std_estimate")
+            if self.curriculum is not None and "curriculum" in state:
+                self.curriculum.load_state_dict(state["curriculum"])
+        if buffers is not None:
+            self._buffer, self._carried = buffers["buffer"], buffers["carried"]
+
+    def log(self, logs: dict, start_time: float | None = None) -> None:
+        self.held_out.into(logs, self.model.training)  # an evaluation's record gets eval_pass@1 and its interval
+        return super().log(logs, start_time)

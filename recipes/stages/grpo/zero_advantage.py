@@ -14,43 +14,53 @@ from __future__ import annotations
 
 import torch
 
-from recipes.common import trl_private
+
+def zero_rows_droppable(
+    skip_zero_advantage: bool,
+    loss_type: str,
+    beta: float,
+    entropy_bonus: bool,
+    top_entropy_quantile: float,
+    aux_loss: bool,
+) -> bool:
+    """Whether a row with zero advantage adds exactly nothing to this run's loss and gradient (module docstring):
+    asked for, a loss normalised by the generation batch's tokens, no KL, no entropy bonus or entropy mask, no
+    router aux loss."""
+    return (
+        skip_zero_advantage
+        and loss_type in ("dapo", "cispo", "vespo")
+        and beta == 0.0
+        and not entropy_bonus
+        and top_entropy_quantile >= 1.0
+        and not aux_loss
+    )
 
 
-class ZeroAdvantageMixin:
-    """`skip_zero_advantage` for RLVRGRPOTrainer: `_prepare_inputs` drops the rows (`_drop_zero_advantage_rows`)
-    where `_zero_rows_droppable`; a micro-batch left with none gives a zero loss without running the model."""
+def rows_to_train(inputs: dict, processes: int, sharded: bool) -> tuple[dict, int | None]:
+    """(the micro-batch the loss pass runs, the rows left out of it or None where none may be).
 
-    def _zero_rows_droppable(self) -> bool:
-        """Whether a row with zero advantage adds exactly nothing to this run's loss and gradient (module
-        docstring): a loss normalised by the generation batch's tokens, no KL, no entropy bonus or entropy mask,
-        no router aux loss."""
-        return (
-            self.args.skip_zero_advantage
-            and self.loss_type in ("dapo", "cispo", "vespo")
-            and self.beta == 0.0
-            and not getattr(self, "_entropy_bonus_enabled", False)
-            and self.top_entropy_quantile >= 1.0
-            and not getattr(self, "aux_loss_enabled", False)
-        )
+    With several processes every one keeps its rows: TRL's loss gathers per-row clip metrics across processes,
+    which needs the same row count on each (a mismatch aborted a two-process run), and DDP's reducer needs every
+    process's backward pass. Under ZeRO or FSDP, whose hooks run in the model's own backward, a micro-batch left
+    with no row runs whole."""
+    if processes > 1:
+        return inputs, None
+    kept, dropped = drop_zero_advantage_rows(inputs)
+    if kept["advantages"].shape[0] == 0 and sharded:
+        return inputs, None
+    return kept, dropped
 
-    def _drop_zero_advantage_rows(self, inputs: dict) -> dict:
-        if self.accelerator.num_processes > 1:
-            # Every process must keep its rows: TRL's loss gathers per-row clip metrics across processes, which
-            # needs the same row count on each (a mismatch aborted a two-process run), and DDP's reducer needs
-            # every process's backward pass.
-            return inputs
-        kept, dropped = drop_zero_advantage_rows(inputs)
-        if kept["advantages"].shape[0] == 0 and (self.is_deepspeed_enabled or self.is_fsdp_enabled):
-            return inputs  # ZeRO and FSDP run their hooks in the model's own backward: let the zero batch run
-        trl_private.metrics(self)["loss_pass/zero_advantage_rows_skipped"].append(dropped)
-        return kept
 
-    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-        advantages = inputs.get("advantages")
-        if advantages is not None and advantages.shape[0] == 0:  # skip_zero_advantage left no row: nothing to run
-            return sum((param.sum() * 0.0 for param in model.parameters() if param.requires_grad), torch.zeros(()))
-        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+def no_rows_left(inputs: dict) -> bool:
+    """skip_zero_advantage left this micro-batch no row: the loss is zero without running the model."""
+    advantages = inputs.get("advantages")
+    return advantages is not None and advantages.shape[0] == 0
+
+
+def zero_loss(model) -> torch.Tensor:
+    """A loss of zero that still reaches every trainable parameter (so the optimizer step sees their gradients,
+    all zero)."""
+    return sum((param.sum() * 0.0 for param in model.parameters() if param.requires_grad), torch.zeros(()))
 
 
 def drop_zero_advantage_rows(inputs: dict) -> tuple[dict, int]:
@@ -58,7 +68,7 @@ def drop_zero_advantage_rows(inputs: dict) -> tuple[dict, int]:
 
     Every tensor of one or more dimensions with a row per completion, and every list of that length, loses
     the same rows; anything else (num_items_in_batch, None) is kept. The caller decides whether the loss
-    allows it (RLVRGRPOTrainer._zero_rows_droppable)."""
+    allows it (zero_rows_droppable)."""
     advantages = inputs["advantages"]
     rows = advantages.shape[0]
     keep = (advantages != 0).reshape(rows, -1).any(dim=1)
