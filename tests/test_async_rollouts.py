@@ -4,14 +4,12 @@ pushes after; staleness 1 trains each batch one step after the weights that samp
 
 from __future__ import annotations
 
-from collections import deque
-
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from recipes.common.model import SHIPPED_COLD_START
-from recipes.stages.grpo.async_rollouts import AsyncRolloutMixin
+from recipes.stages.grpo.async_rollouts import AsyncRollouts
 from recipes.stages.grpo.compact_generation import merged_lora
 from recipes.stages.grpo.rollout_worker import Request, RolloutWorker, plain_parameters
 from tests.test_cheaper_step import lora_model
@@ -93,7 +91,8 @@ def test_staleness_0_in_the_worker_is_the_synchronous_run_bit_for_bit(tmp_path):
         )
         runs[name] = (trainer, _logged(trainer), [dict(entry) for entry in trainer.state.log_history])
     (sync, _, sync_log), (worker, logged, worker_log) = runs["sync"], runs["worker"]
-    assert worker.use_rollout_worker and logged["async/staleness"] == 0.0 and worker._worker is None  # closed
+    assert worker.async_rollouts is not None and logged["async/staleness"] == 0.0
+    assert worker.async_rollouts.worker is None  # closed
     for name, parameter in sync.model.named_parameters():
         assert torch.equal(parameter, dict(worker.model.named_parameters())[name]), name
     for before, after in zip(sync_log[:-1], worker_log[:-1], strict=True):  # the last entry: runtimes
@@ -138,38 +137,21 @@ def test_the_next_steps_extra_round_is_sampled_ahead_and_taken_when_the_stream_r
     # later steps: both from the worker, each sampled while the step before trained
     assert [entry["async/worker_rounds"] for entry in steps] == [1.0, 2.0, 2.0, 2.0]
     assert [entry["async/staleness"] for entry in steps] == [0.0, 1.0, 1.0, 1.0]
-    assert trainer._extra_draws == 4 * 1  # one extra round of one group a step, drawn from the stream in order
-
-
-class _Loader:
-    """The part of the Trainer that get_batch_samples builds on."""
-
-    def get_batch_samples(self, iterator, num_batches, device):
-        return [next(iterator) for _ in range(num_batches)], None
-
-    def _get_num_items_in_batch(self, samples, device):
-        return None
-
-
-class _ReadsAhead(AsyncRolloutMixin, _Loader):
-    def __init__(self, staleness: int, accumulation: int):
-        self.use_rollout_worker, self.max_staleness = True, staleness
-        self.args = type("Args", (), {"gradient_accumulation_steps": accumulation})()
-        self._ahead, self._ahead_iterator = deque(), None
+    assert trainer.extra_prompts.draws == 4 * 1  # one extra round of one group a step, drawn from the stream in order
 
 
 @pytest.mark.parametrize("staleness", [1, 2])
 def test_reading_ahead_keeps_the_dataloaders_order_and_reads_staleness_steps_ahead(staleness):
-    reader = _ReadsAhead(staleness, accumulation=2)
+    reader = AsyncRollouts(staleness, weight_sync_steps=1, accumulation_steps=2, seed=0)
     iterator = iter(range(9))
-    steps = [reader.get_batch_samples(iterator, 2, "cpu")[0] for _ in range(5)]
+    steps = [reader.batch_samples(iterator, 2) for _ in range(5)]
     assert steps == [[0, 1], [2, 3], [4, 5], [6, 7], [8]]  # the epoch's last step is short, as without reading ahead
-    reader = _ReadsAhead(staleness, accumulation=2)
+    reader = AsyncRollouts(staleness, weight_sync_steps=1, accumulation_steps=2, seed=0)
     iterator = iter(range(9))
-    reader.get_batch_samples(iterator, 2, "cpu")
-    assert list(reader._ahead) == list(range(2, 2 + 2 * staleness))
+    reader.batch_samples(iterator, 2)
+    assert list(reader.ahead) == list(range(2, 2 + 2 * staleness))
     other_epoch = iter(range(100, 104))
-    assert reader.get_batch_samples(other_epoch, 2, "cpu")[0] == [100, 101]  # a new epoch starts afresh
+    assert reader.batch_samples(other_epoch, 2) == [100, 101]  # a new epoch starts afresh
 
 
 def test_options_that_the_worker_cannot_serve_are_refused_with_the_reason(tmp_path):

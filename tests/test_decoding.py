@@ -169,7 +169,7 @@ def test_the_trainer_samples_as_trls_generate_does(tmp_path):
     prompts = [prompts[0], prompts[0], prompts[1], prompts[1]]
     assert compact._compact_generation_applies(None, {})
     ours, _ = compact._generate_single_turn(prompts, None, {}, 2)
-    compact.compact_generation = False
+    compact.args.compact_generation = False
     theirs, _ = compact._generate_single_turn(prompts, None, {}, 2)
     assert ours == theirs and any(len(row) < 64 for row in ours)
     assert not trainer(min_p=0.1)._compact_generation_applies(None, {})

@@ -51,8 +51,8 @@ class Recorder(TrainerCallback):
         self.models.append(copy.deepcopy(model.state_dict()))
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.sizes.append(list(self.trainer.last_round_sizes))
-        self.chosen.append(list(self.trainer.last_batch_group_ids))
+        self.sizes.append(list(self.trainer.dynamic.last_round_sizes))
+        self.chosen.append(list(self.trainer.dynamic.last_batch_group_ids))
 
 
 def make_trainer(model_dir, out, pattern, mode, max_rounds, steps, **overrides):
@@ -199,7 +199,7 @@ def test_adaptive_rounds_are_sized_from_the_zero_variance_share(tiny_model_dir, 
     assert recorder.chosen[0] == ids(rounds, [(0, 1), (0, 3), (1, 0), (1, 2)])
     assert recorder.chosen[1] == ids(rounds, [(1, 3), (2, 2), (3, 0), (3, 1)])
     assert recorder.chosen[2] == ids(rounds, [(3, 2), (4, 0), (4, 1), (4, 2)])
-    assert [group.row_id for group in trainer._buffer] == ids(rounds, [(4, 3)])
+    assert [group.row_id for group in trainer.dynamic.buffer] == ids(rounds, [(4, 3)])
     assert logged(out, "dynamic_sampling/groups_generated") == [8, 15, 7]
     assert logged(out, "dynamic_sampling/groups_kept_with_variance") == [4, 4, 4]
     assert logged(out, "dynamic_sampling/buffer_used") == [0, 1, 1]
@@ -213,7 +213,7 @@ def test_adaptive_rounds_are_sized_from_the_zero_variance_share(tiny_model_dir, 
     resumed.train(resume_from_checkpoint=str(out / "checkpoint-2"))
     assert replay.sizes == [[7]]  # not 3 (an empty estimate) nor 4 (an empty buffer)
     assert replay.chosen == [recorder.chosen[2]]
-    assert [group.row_id for group in resumed._buffer] == [group.row_id for group in trainer._buffer]
+    assert [group.row_id for group in resumed.dynamic.buffer] == [group.row_id for group in trainer.dynamic.buffer]
 
 
 def test_adaptive_respects_the_cap_and_the_ceiling(tiny_model_dir, tmp_path):
@@ -227,7 +227,7 @@ def test_adaptive_respects_the_cap_and_the_ceiling(tiny_model_dir, tmp_path):
     assert logged(out, "dynamic_sampling/cap_hit") == [1.0]
     assert logged(out, "dynamic_sampling/groups_kept_with_variance") == [0]
     assert logged(out, "dynamic_sampling/completions_per_kept_group") == [None]
-    assert trainer._buffer == []
+    assert trainer.dynamic.buffer == []
 
 
 def completion_logps(state_dict, model_dir, batch, rows) -> torch.Tensor:
@@ -249,13 +249,13 @@ def test_a_buffered_group_carries_the_log_probs_of_the_policy_that_sampled_it(ti
     pattern = ADAPTIVE_PATTERN[:23]  # steps 1 and 2 of the test above
     trainer, reward, recorder = make_trainer(tiny_model_dir, out, pattern, "adaptive", 4, 2, learning_rate=2e-2)
     outputs = []
-    sample = trainer._sample_dynamically
+    sample = trainer.dynamic.sample
 
-    def keep(inputs):
-        outputs.append(sample(inputs))
+    def keep(inputs, io):
+        outputs.append(sample(inputs, io))
         return outputs[-1]
 
-    trainer._sample_dynamically = keep
+    trainer.dynamic.sample = keep
     trainer.train()
     assert "old_per_token_logps" not in outputs[0]  # step 1 is all fresh: TRL's ratio of 1 holds
     batch = outputs[1]

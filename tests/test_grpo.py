@@ -98,7 +98,7 @@ class GroupRecorder(TrainerCallback):
         self.trainer, self.steps = None, []
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.steps.append(list(self.trainer.last_batch_group_ids))
+        self.steps.append(list(self.trainer.dynamic.last_batch_group_ids))
 
 
 def trainer_with(reward, model_dir, out, rows, max_rounds, steps=3):
@@ -190,7 +190,7 @@ def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
     summed_rewards = per_func.sum(dim=1)
 
     def spread(variance_rewards):
-        from recipes.stages.grpo.dynamic_sampling import group_spread
+        from recipes.stages.grpo.outcomes import group_spread
 
         names = ["math_accuracy", "overlong"]
         return group_spread(per_func, summed_rewards, names, variance_rewards, group_size=2).tolist()

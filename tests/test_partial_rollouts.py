@@ -105,22 +105,22 @@ def test_a_group_trains_once_all_its_members_finished_with_each_tokens_own_log_p
     trainer = _partial_trainer(tmp_path, reward, max_steps=5)
     eos = set(trainer.eos_token_ids)
     trained = []
-    finish = trainer._finish
+    finish = trainer.dynamic._finish
 
     def recording_finish(chosen, *rest):
         trained.append(list(chosen))
         return finish(chosen, *rest)
 
-    trainer._finish = recording_finish
+    trainer.dynamic._finish = recording_finish
     carried_after = []  # at the end of each step: (reward calls so far, the groups carried)
-    end_step = trainer._end_partial_step
+    end_step = trainer.partial.end_step
 
-    def recording_end(target):
-        end_step(target)
-        carried = [(group.rows[0]["prompt"], group.completions, group.finished) for group in trainer._carried]
+    def recording_end(target, metrics):
+        end_step(target, metrics)
+        carried = [(group.rows[0]["prompt"], group.completions, group.finished) for group in trainer.partial.carried]
         carried_after.append((len(reward.calls), carried))
 
-    trainer._end_partial_step = recording_end
+    trainer.partial.end_step = recording_end
     trainer.train()
     steps = [entry for entry in trainer.state.log_history if "loss" in entry]
     assert sum(entry.get("partial_rollouts/groups_continued", 0) for entry in steps) > 0
@@ -154,24 +154,26 @@ def test_the_carried_groups_are_saved_with_a_checkpoint_and_restored(tmp_path):
     # level-4 problems only: every step's fresh group outlasts the segment, so one is carried at every checkpoint
     trainer = _partial_trainer(tmp_path, _Recorder(), levels=(4,), max_steps=2, save_strategy="steps", save_steps=1)
     trainer.train()
-    saved = [(group.rows, group.completions, group.logprobs, group.finished) for group in trainer._carried]
+    saved = [(group.rows, group.completions, group.logprobs, group.finished) for group in trainer.partial.carried]
     assert saved and not all(all(group[3]) for group in saved)
     resumed = _partial_trainer(tmp_path, _Recorder(), levels=(4,), max_steps=2)
     resumed._restore_rlvr_state(str(tmp_path / "checkpoint-2"))  # what resume_from_checkpoint calls
-    assert [(group.rows, group.completions, group.logprobs, group.finished) for group in resumed._carried] == saved
+    assert [
+        (group.rows, group.completions, group.logprobs, group.finished) for group in resumed.partial.carried
+    ] == saved
 
 
 def test_the_curriculum_takes_no_outcome_from_a_completion_still_generating(tmp_path):
     # level-4 problems only: every fresh group outlasts the segment; the one carried from step 0 finishes in step 1
     trainer = _partial_trainer(tmp_path, _Recorder(), levels=(4,), max_steps=2, sampler="pass_rate_weighted")
     observed = []
-    end_step = trainer._end_partial_step
+    end_step = trainer.partial.end_step
 
-    def recording_end(target):
-        end_step(target)
+    def recording_end(target, metrics):
+        end_step(target, metrics)
         observed.append(sum(count for _, count in trainer.curriculum.counts))
 
-    trainer._end_partial_step = recording_end
+    trainer.partial.end_step = recording_end
     trainer.train()
     assert observed == [0, 1]  # step 0: every group still generating; step 1: the carried one, finished
 

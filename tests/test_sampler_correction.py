@@ -182,10 +182,10 @@ def test_a_sampler_ten_percent_hotter_than_the_trainer_shows_in_the_metrics(tmp_
     assert same["sampling/sampling_logp_difference/mean"] < 1e-4
     assert same["sampling/importance_sampling_ratio/mean"] == pytest.approx(1.0, abs=1e-3)
 
-    from recipes.stages.grpo.compact_generation import CompactGenerationMixin
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
     monkeypatch.setattr(
-        CompactGenerationMixin, "_sampling_distribution", lambda self: (self.temperature * 1.1, self.top_p, self.top_k)
+        RLVRGRPOTrainer, "_sampling_distribution", lambda self: (self.temperature * 1.1, self.top_p, self.top_k)
     )
     hotter = _logged(_trainer(tmp_path / "hotter", temperature=2.0, vllm_importance_sampling_mode="token_truncate"))
     assert hotter["sampling/sampling_logp_difference/mean"] > 0.01
@@ -211,7 +211,7 @@ def test_on_trls_vllm_path_the_loss_pass_corrects_when_it_holds_pi_old(tmp_path,
     seen = []  # what TRL's generation sees of the correction flag
     monkeypatch.setattr(GRPOTrainer, "_generate_and_score_completions",
                         lambda self, inputs: seen.append(self.vllm_importance_sampling_correction) or {})  # fmt: skip
-    trainer.dynamic_sampling = False
+    trainer.args.dynamic_sampling = False
     trainer._generate_and_score_completions([])
     assert seen == [False]  # TRL's generation: no pi_old pass
     assert trainer.vllm_importance_sampling_correction is True

@@ -41,7 +41,7 @@ def test_a_bare_script_builds_the_trainer_from_its_config_alone(tiny_model_dir, 
         args=config,
         train_dataset=Dataset.from_list(generate_rows([1, 2], 4, seed=1)),
     )
-    assert (trainer.dynamic_sampling, trainer.dynamic_sampling_max_rounds) == (True, 1)
+    assert (trainer.args.dynamic_sampling, trainer.dynamic.max_rounds) == (True, 1)
     assert trainer.variance_rewards == ["math_accuracy"] and trainer.accuracy_reward == "math_accuracy"
     trainer.train()
     logged = next(record for record in trainer.state.log_history if "dynamic_sampling/groups_generated" in record)

@@ -51,7 +51,7 @@ def main(model_dir: str, out: str) -> None:
 
     class Record(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
-            steps.append({"sizes": trainer.last_round_sizes, "buffer": len(trainer._buffer)})
+            steps.append({"sizes": trainer.dynamic.last_round_sizes, "buffer": len(trainer.dynamic.buffer)})
 
     trainer = RLVRGRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(model_dir),

@@ -8,16 +8,16 @@ asynchronous modes need Ray and GPUs. Here the worker is a second process on the
 (recipes.stages.grpo.rollout_worker), and everything else, dynamic sampling included, stays the trainer's.
 
 How a step runs with `max_staleness: s` (s >= 1):
-* `get_batch_samples` reads the dataloader s optimizer steps ahead, so the generation batches of the next s
+* `get_batch_samples` (`AsyncRollouts.batch_samples`) reads the dataloader s optimizer steps ahead, so the generation batches of the next s
   steps are known (the curriculum's weights for them are therefore up to s steps old, too);
-* at a step's generation (`_prepare_requests`, called by the trainer's `_generate_and_score_completions` before
+* at a step's generation (`prepare`, called by the trainer's `_generate_and_score_completions` before
   dynamic sampling's rounds) the trainer pushes its weights to the worker when
   `weight_sync_steps` steps have passed since the last push, then submits every generation batch read ahead
   that has no request yet; the worker samples them in order, each with the weights pushed last before its
   submission, while the trainer scores and trains;
 * with dynamic sampling (`batch` mode), once a step's rounds are done the position of the extra-prompt stream is
-  known, and the next step's first extra round is requested too (`_request_next_extra_round`);
-* `_generate_single_turn` takes a batch the worker sampled (matched by its prompt ids) instead of sampling;
+  known, and the next step's first extra round is requested too (`request_next_extra_round`);
+* `_generate_single_turn` takes a batch the worker sampled (`take`) (matched by its prompt ids) instead of sampling;
   anything else (further extra rounds, held-out evaluation) is sampled in the trainer as before, with the
   current weights, and so is a round the worker sampled more than the staleness bound ago.
 A batch trained at step t was sampled with the weights of step t - s at the oldest (t - s - weight_sync_steps +
@@ -46,11 +46,11 @@ import os
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from transformers import TrainerCallback
-
-from recipes.common import trl_private
 
 logger = logging.getLogger(__name__)
 
@@ -62,24 +62,25 @@ def ids_key(prompt_ids) -> tuple:
     return tuple(tuple(ids) for ids in prompt_ids)
 
 
-def worker_conditions(trainer) -> list[str]:
-    """What keeps `trainer` from sampling in a rollout worker; [] when nothing does."""
-    args = trainer.args
+def worker_conditions(args, compact_applies: bool, tools: bool, num_iterations: int, sharded: bool) -> list[str]:
+    """What keeps a run from sampling in a rollout worker; [] when nothing does. `compact_applies`: compact
+    generation serves this run; `tools`: tools, environments or a rollout_func are set; `sharded`: DeepSpeed or
+    FSDP."""
     problems = []
-    if not trainer._compact_generation_applies(None, {}):
+    if not compact_applies:
         problems.append(
             "the worker samples as compact generation does: compact_generation true, no vLLM, temperature > 0, "
             "no min_p, repetition penalty or extra generation kwargs"
         )
-    if trainer.environment_factories is not None or trainer.tools or trainer.rollout_func is not None:
+    if tools:
         problems.append("tools, environments and rollout_func run in the trainer")
-    if args.steps_per_generation * trainer.num_iterations != args.gradient_accumulation_steps:
+    if args.steps_per_generation * num_iterations != args.gradient_accumulation_steps:
         problems.append(
             f"one generation batch must be one optimizer step: steps_per_generation x num_iterations "
-            f"({args.steps_per_generation} x {trainer.num_iterations}) = gradient_accumulation_steps "
+            f"({args.steps_per_generation} x {num_iterations}) = gradient_accumulation_steps "
             f"({args.gradient_accumulation_steps})"
         )
-    if trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled:
+    if sharded:
         problems.append("DeepSpeed's and FSDP's sharded parameters cannot be copied to the worker")
     return problems
 
@@ -118,175 +119,152 @@ def spare_cores(local_processes: int, threads: int) -> bool:
     return cores >= local_processes * (threads + 1)
 
 
-class AsyncRolloutMixin:
-    """Mixed into RLVRGRPOTrainer ahead of CompactGenerationMixin (see the module docstring)."""
+@dataclass
+class WorkerIO:
+    """What the rollout worker's requests need of the trainer at one step: `policy()` the policy as it samples (a
+    context manager: compact_generation.policy_as_it_samples), the dtype it samples in, `push_phase()` the timed
+    phase a weight push counts under, `key_of(rows)` a batch's prompt ids as a request's key (ids_key of TRL's
+    tokenisation), the sampling limits and (temperature, top_p, top_k), and the trainer's global step."""
 
-    use_rollout_worker = False  # resolved from args by _init_async_rollouts
+    policy: Callable
+    sampling_dtype: torch.dtype
+    push_phase: Callable
+    key_of: Callable[[list[dict]], tuple]
+    limits: dict
+    distribution: tuple
+    step: int
 
-    def _init_async_rollouts(self) -> None:
-        args = self.args
-        self.max_staleness = args.max_staleness
-        self.use_rollout_worker = args.max_staleness > 0 if args.rollout_worker is None else args.rollout_worker
-        if not self.use_rollout_worker:
-            if args.max_staleness > 0:
-                raise ValueError(f"max_staleness {args.max_staleness} needs the rollout worker: rollout_worker: true")
-            return
-        problems = worker_conditions(self)
-        if problems:
-            raise ValueError(
-                "the rollout worker (max_staleness > 0 or rollout_worker: true) cannot serve this run: "
-                + "; ".join(problems)
-                + ". Set max_staleness: 0 to sample in the trainer."
-            )
-        for problem in staleness_warnings(args):
-            logger.warning(problem)
-        local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", self.accelerator.num_processes))
-        if not spare_cores(local_processes, torch.get_num_threads()):
-            logger.warning(
-                "the rollout worker shares the cores of %d trainer process(es) with %d thread(s) each: generation "
-                "and training will slow each other down",
-                local_processes,
-                torch.get_num_threads(),
-            )
-        self._worker = None
-        self._ahead: deque = deque()  # dataloader items read ahead of the step that trains on them
-        self._ahead_iterator = None
-        self._requests: dict[tuple, tuple[int, bool]] = {}  # prompt ids -> (request number, RNG state sent)
-        self._pushed_step: int | None = None
-        self._next_extra_round: tuple | None = None  # the prompt ids of the extra round requested ahead
+
+class AsyncRollouts:
+    """The rollout worker's side of a run (module docstring): the dataloader read ahead, the requests, the pushes.
+    The trainer calls `batch_samples` for each optimizer step's batches, `prepare` before a step's generation,
+    `request_next_extra_round` after dynamic sampling, `take` where it would sample, and `close` at the end."""
+
+    def __init__(self, max_staleness: int, weight_sync_steps: int, accumulation_steps: int, seed: int):
+        self.max_staleness, self.weight_sync_steps = max_staleness, weight_sync_steps
+        self.accumulation_steps, self.seed = accumulation_steps, seed
+        self.worker = None
+        self.ahead: deque = deque()  # dataloader items read ahead of the step that trains on them
+        self.ahead_iterator = None
+        self.requests: dict[tuple, tuple[int, bool]] = {}  # prompt ids -> (request number, RNG state sent)
+        self.pushed_step: int | None = None
+        self.next_extra_round: tuple | None = None  # the prompt ids of the extra round requested ahead
         self.rounds_from_worker = 0  # generation rounds the worker served in this step (logged, then reset)
-        self.add_callback(AsyncRolloutCallback(self))
 
     # ------------------------------------------------------------ reading ahead
 
-    def get_batch_samples(self, epoch_iterator, num_batches, device):
-        if not self.use_rollout_worker:
-            return super().get_batch_samples(epoch_iterator, num_batches, device)
-        if epoch_iterator is not self._ahead_iterator:  # a new epoch: what was read ahead was trained
-            self._ahead_iterator, self._ahead = epoch_iterator, deque()
+    def batch_samples(self, epoch_iterator, num_batches: int) -> list:
+        """The next optimizer step's `num_batches` dataloader items, the dataloader read `max_staleness` steps
+        ahead so that the worker can sample those steps' batches now."""
+        if epoch_iterator is not self.ahead_iterator:  # a new epoch: what was read ahead was trained
+            self.ahead_iterator, self.ahead = epoch_iterator, deque()
         samples = []
-        while len(samples) < num_batches and (self._ahead or self._read_one(epoch_iterator)):
-            samples.append(self._ahead.popleft())
-        while len(self._ahead) < self.max_staleness * self.args.gradient_accumulation_steps:
+        while len(samples) < num_batches and (self.ahead or self._read_one(epoch_iterator)):
+            samples.append(self.ahead.popleft())
+        while len(self.ahead) < self.max_staleness * self.accumulation_steps:
             if not self._read_one(epoch_iterator):
                 break
-        return samples, trl_private.num_items_in_batch(self, samples, device)
+        return samples
 
     def _read_one(self, iterator) -> bool:
         try:
-            self._ahead.append(next(iterator))
+            self.ahead.append(next(iterator))
         except StopIteration:
             return False
         return True
 
     # ------------------------------------------------------------ requests
 
-    def _prepare_requests(self, inputs) -> None:
-        """Start the worker, push the weights if due, and submit this step's batch and those read ahead."""
-        if self._worker is None:
+    def prepare(self, inputs: list[dict], io: WorkerIO, owner) -> None:
+        """Start the worker (closed when `owner`, the trainer, goes, if training ends without closing it), push
+        the weights if due, and submit this step's batch and those read ahead."""
+        if self.worker is None:
             from recipes.stages.grpo.rollout_worker import RolloutWorker
 
-            with self._policy_as_it_samples() as policy:
-                self._worker = RolloutWorker(policy, self.sampling_dtype, torch.get_num_threads())
-            # closed at the end of training (AsyncRolloutCallback); if training raises, when the trainer goes
-            # (or, a daemon, when this process exits)
-            weakref.finalize(self, self._worker.close)
-        step = self.state.global_step
-        if not self._worker.alive():
+            with io.policy() as policy:
+                self.worker = RolloutWorker(policy, io.sampling_dtype, torch.get_num_threads())
+            weakref.finalize(owner, self.worker.close)  # a daemon besides: it goes when this process exits
+        if not self.worker.alive():
             return  # reported when its result was missed; the trainer samples
-        due = self._pushed_step is None or step - self._pushed_step >= (
-            1 if self.max_staleness == 0 else self.args.weight_sync_steps
-        )
-        if due:
-            with self.step_timing.phase("update_weights"), self._policy_as_it_samples() as policy:
-                self._worker.push(policy, step)
-            self._pushed_step = step
-        every = self.args.gradient_accumulation_steps
-        for batch in [inputs, *list(self._ahead)[::every]]:
-            key = self._prompt_key(batch)
-            if key not in self._requests:
-                self._submit(key)
+        every = 1 if self.max_staleness == 0 else self.weight_sync_steps
+        if self.pushed_step is None or io.step - self.pushed_step >= every:
+            with io.push_phase(), io.policy() as policy:
+                self.worker.push(policy, io.step)
+            self.pushed_step = io.step
+        for batch in [inputs, *list(self.ahead)[:: self.accumulation_steps]]:
+            key = io.key_of(batch)
+            if key not in self.requests:
+                self._submit(key, io)
 
-    def _request_next_extra_round(self) -> None:
-        """After a step's dynamic sampling: ask the worker for the first extra round the next step would draw
-        (`batch` mode: a whole batch of further prompts from the extra-prompt stream, whose position is now known),
-        so that it too is sampled while the trainer trains. A round the next step does not draw is not lost: the
-        stream stays at that position, and the step after may use it if it is not too stale. Not at staleness 0,
-        where every sample is the trainer's own, nor where extra rounds are sized per step (`adaptive`) or mixed
-        into the first round (`reference`)."""
-        if (
-            self.max_staleness == 0
-            or self.dynamic_sampling_mode != "batch"
-            or self.dynamic_sampling_max_rounds < 1
-            or self._worker is None
-            or not self._worker.alive()
-        ):
+    def request_next_extra_round(self, next_rows: Callable[[], list[dict]], io: WorkerIO) -> None:
+        """After a step's dynamic sampling in `batch` mode: ask the worker for the first extra round the next step
+        would draw (`next_rows()`: the extra-prompt stream peeked, its position now known), so that it too is
+        sampled while the trainer trains. A round the next step does not draw is not lost: the stream stays at that
+        position, and the step after may use it if it is not too stale. Not at staleness 0, where every sample is
+        the trainer's own (nor, the trainer's choice, where extra rounds are sized per step or mixed into the
+        first round)."""
+        if self.max_staleness == 0 or self.worker is None or not self.worker.alive():
             return
-        groups = self.args.per_device_train_batch_size * self.args.steps_per_generation // self.num_generations
-        key = self._prompt_key(self._extra_prompts(groups, peek=True))
-        if key == self._next_extra_round:
+        key = io.key_of(next_rows())
+        if key == self.next_extra_round:
             return  # requested already, and not drawn since
-        if self._next_extra_round in self._requests:  # the stream moved on (a curriculum's new weights): unwanted
-            self._worker.abandon(self._requests.pop(self._next_extra_round)[0])
-        self._next_extra_round = key
-        if key not in self._requests:
-            self._submit(key)
+        if self.next_extra_round in self.requests:  # the stream moved on (a curriculum's new weights): unwanted
+            self.worker.abandon(self.requests.pop(self.next_extra_round)[0])
+        self.next_extra_round = key
+        if key not in self.requests:
+            self._submit(key, io)
 
-    def _prompt_key(self, batch) -> tuple:
-        prompt_ids, _, _ = trl_private.tokenize_prompts(self, [row["prompt"] for row in batch])
-        return ids_key(prompt_ids)
-
-    def _submit(self, key: tuple) -> None:
+    def _submit(self, key: tuple, io: WorkerIO) -> None:
         from recipes.stages.grpo.rollout_worker import Request
 
         same_rng = self.max_staleness == 0  # sampled now, as the trainer would: its RNG travels there and back
         request = Request(
             number=-1,
             prompt_ids=[list(ids) for ids in key],
-            limits=self._sampling_limits(),
-            distribution=self._sampling_distribution(),
+            limits=io.limits,
+            distribution=io.distribution,
             rng_state=torch.get_rng_state() if same_rng else None,
-            seed=self.args.seed * SEED_STRIDE + self._worker.submitted + 1,
+            seed=self.seed * SEED_STRIDE + self.worker.submitted + 1,
         )
-        self._requests[key] = (self._worker.submit(request), same_rng)
+        self.requests[key] = (self.worker.submit(request), same_rng)
 
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        request = self._requests.pop(ids_key(prompt_ids), None) if self.use_rollout_worker else None
-        if request is not None:
-            number, same_rng = request
-            result = self._worker.result(number)
-            staleness = self.state.global_step - result.version
-            if result.error is not None:
-                logger.warning("the rollout worker failed this batch; the trainer samples it:\n%s", result.error)
-            elif staleness > self.max_staleness + self.args.weight_sync_steps - 1:  # an extra round kept too long
-                trl_private.metrics(self)["async/stale_rounds_dropped"].append(1.0)
-            else:
-                if same_rng:
-                    torch.set_rng_state(result.rng_state)
-                trl_private.metrics(self)["async/staleness"].append(float(staleness))
-                self.rounds_from_worker += 1
-                return result.completion_ids, result.logprobs
-        return super()._generate_single_turn(
-            prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
-        )
+    def take(self, prompt_ids, step: int, metrics) -> tuple | None:
+        """The worker's completions and log-probs for this batch, where it sampled them in time; None where the
+        trainer samples it itself (not requested, the worker failed, or too stale: each logged)."""
+        request = self.requests.pop(ids_key(prompt_ids), None)
+        if request is None:
+            return None
+        number, same_rng = request
+        result = self.worker.result(number)
+        staleness = step - result.version
+        if result.error is not None:
+            logger.warning("the rollout worker failed this batch; the trainer samples it:\n%s", result.error)
+        elif staleness > self.max_staleness + self.weight_sync_steps - 1:  # an extra round kept too long
+            metrics["async/stale_rounds_dropped"].append(1.0)
+        else:
+            if same_rng:
+                torch.set_rng_state(result.rng_state)
+            metrics["async/staleness"].append(float(staleness))
+            self.rounds_from_worker += 1
+            return result.completion_ids, result.logprobs
+        return None
 
-    def _close_rollout_worker(self) -> None:
-        worker = getattr(self, "_worker", None)
-        if worker is not None:
-            worker.close()
-            self._worker, self._requests, self._pushed_step, self._next_extra_round = None, {}, None, None
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+            self.worker, self.requests, self.pushed_step, self.next_extra_round = None, {}, None, None
 
 
 class AsyncRolloutCallback(TrainerCallback):
-    """Each step's idle shares (trainer waiting on the worker, worker waiting for requests) into the step's metrics;
-    the worker closed when training ends."""
+    """Each step's idle shares (trainer waiting on the worker, worker waiting for requests) into the step's metrics
+    (`metrics`: the trainer's metric lists by mode); the worker closed when training ends."""
 
-    def __init__(self, trainer):
-        self.trainer = trainer
+    def __init__(self, rollouts: AsyncRollouts, metrics: dict):
+        self.rollouts, self.metrics = rollouts, metrics
         self.mark: tuple[float, float, float] | None = None  # (clock, trainer's wait, worker's busy) at the last step
 
     def _now(self) -> tuple[float, float, float]:
-        worker = self.trainer._worker
+        worker = self.rollouts.worker
         if worker is None:
             return time.perf_counter(), 0.0, 0.0
         return time.perf_counter(), worker.wait_s, worker.busy.value
@@ -297,16 +275,16 @@ class AsyncRolloutCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         now = self._now()
-        if self.mark is not None and self.trainer._worker is not None:
+        if self.mark is not None and self.rollouts.worker is not None:
             wall = now[0] - self.mark[0]
             if wall > 0:
-                metrics = trl_private.metrics(self.trainer)
+                metrics = self.metrics["train"]
                 metrics["async/trainer_idle_ratio"].append(min(1.0, max(0.0, (now[1] - self.mark[1]) / wall)))
                 metrics["async/rollouter_idle_ratio"].append(min(1.0, max(0.0, 1 - (now[2] - self.mark[2]) / wall)))
-                metrics["async/worker_rounds"].append(float(self.trainer.rounds_from_worker))
-        self.trainer.rounds_from_worker = 0
+                metrics["async/worker_rounds"].append(float(self.rollouts.rounds_from_worker))
+        self.rollouts.rounds_from_worker = 0
         self.mark = now
 
     def on_train_end(self, args, state, control, **kwargs):
-        self.trainer._close_rollout_worker()
+        self.rollouts.close()
         self.mark = None

@@ -1,7 +1,7 @@
 """Cheaper rollouts and loss passes for RLVRGRPOTrainer on the transformers path (issue 25's measurements,
 docs/benchmarks.md "Where a GRPO step's time goes").
 
-* `compact_generation` (`CompactGenerationMixin`): sample with eval.decoding, where a finished row leaves the
+* `compact_generation` (`sample_compact`, where `compact_generation_applies`): sample with eval.decoding, where a finished row leaves the
   batch and a group's prompt is prefilled once (TRL's `generate` runs every row until the slowest stops);
   anything eval.decoding does not serve (vLLM, continuous batching, images, min_p, a repetition penalty,
   extra generation kwargs, greedy decoding) stays TRL's;
@@ -34,86 +34,72 @@ COMPLETION_COLUMNS = (
 SERVED_KWARGS = {"use_cache": True}
 
 
-class CompactGenerationMixin:
-    """TRL's `_generate_single_turn` served by eval.decoding when `compact_generation` is set and it applies;
-    mixed into RLVRGRPOTrainer ahead of trl.GRPOTrainer."""
+def compact_generation_applies(
+    compact_generation: bool,
+    use_vllm: bool,
+    continuous_batching: bool,
+    images,
+    multimodal_fields,
+    min_p: float | None,
+    repetition_penalty: float,
+    generation_kwargs: dict | None,
+    temperature: float,
+) -> bool:
+    """eval.decoding serves plain-text sampling with temperature, top-p and top-k; anything else is TRL's."""
+    return (
+        compact_generation
+        and not use_vllm
+        and not continuous_batching
+        and not images
+        and not multimodal_fields
+        and min_p is None
+        and repetition_penalty == 1.0
+        and all(SERVED_KWARGS.get(key) == value for key, value in (generation_kwargs or {}).items())
+        and temperature > 0
+    )
 
-    sampling_dtype: torch.dtype = torch.float32  # resolved from args.sampling_dtype by the trainer
 
-    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        if not self._compact_generation_applies(images, multimodal_fields):
-            return super()._generate_single_turn(
-                prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
-            )
-        from recipes.stages.grpo.sampling_dtype import cast_for_sampling
+def sampling_limits(trainer) -> dict:
+    """Where a GRPO trainer's completion stops, as eval.decoding.sample_tokens takes it: TRL's max_completion_length
+    mapped to max_new_tokens (here, once), the stop tokens and the padding; for the trainer's sampling and the
+    rollout worker's alike."""
+    return {
+        "max_new_tokens": trainer.max_completion_length,
+        "stop_ids": set(trainer.eos_token_ids),
+        "pad_id": trl_private.pad_token_id(trainer),
+    }
 
-        with (
-            self._policy_as_it_samples(merge=self.args.merge_adapter_for_generation) as merged,
-            cast_for_sampling(merged, self.sampling_dtype) as sampling_model,  # recipes.stages.grpo.sampling_dtype
-        ):
-            return self._sample_compact(sampling_model, prompt_ids)
 
-    def _sample_compact(self, model, prompt_ids) -> tuple[list[list[int]], list[list[float]]]:
-        """Each prompt's completion ids and the log-prob each token was sampled with, as TRL's vLLM path hands them
-        over (TRL's own transformers path has none): recipes.stages.grpo.sampler_correction compares them with the
-        trainer's own. recipes.stages.grpo.partial_rollouts samples training rounds its own way."""
-        from eval.decoding import global_sampler, sample_tokens
+def sample_compact(model, prompt_ids, limits: dict, distribution: tuple) -> tuple[list[list[int]], list[list[float]]]:
+    """Each prompt's completion ids and the log-prob each token was sampled with, as TRL's vLLM path hands them over
+    (TRL's own transformers path has none): recipes.stages.grpo.sampler_correction compares them with the trainer's
+    own. `distribution`: (temperature, top_p, top_k)."""
+    from eval.decoding import global_sampler, sample_tokens
 
-        logprobs: list[list[float]] = []
-        completion_ids = sample_tokens(
-            model,
-            prompt_ids,
-            **self._sampling_limits(),
-            pick=global_sampler(*self._sampling_distribution(), with_logprobs=True),
-            logprobs=logprobs,
-        )
-        return completion_ids, logprobs
+    logprobs: list[list[float]] = []
+    pick = global_sampler(*distribution, with_logprobs=True)
+    completion_ids = sample_tokens(model, prompt_ids, **limits, pick=pick, logprobs=logprobs)
+    return completion_ids, logprobs
 
-    @contextmanager
-    def _policy_as_it_samples(self, merge: bool = True):
-        """The policy as compact generation samples from it, gradient-free: unwrapped from its distributed wrapper
-        (ZeRO-3's parameters gathered, FSDP's summoned) and, with `merge`, its LoRA adapter merged."""
-        from trl.models import unwrap_model_for_generation
 
-        with (
-            unwrap_model_for_generation(
-                self.model_wrapped,
-                self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-            ) as unwrapped_model,
-            torch.no_grad(),
-            trl_private.distributed(self).summon_full_params(self.model_wrapped, recurse=False),
-            merged_lora(unwrapped_model, enabled=merge) as merged,
-        ):
-            yield merged
+@contextmanager
+def policy_as_it_samples(model_wrapped, accelerator, dist, gather_deepspeed3_params: bool, checkpointing_kwargs, merge):
+    """The policy as compact generation samples from it, gradient-free: unwrapped from its distributed wrapper
+    (ZeRO-3's parameters gathered, FSDP's summoned by TRL's `dist`) and, with `merge`, its LoRA adapter merged."""
+    from trl.models import unwrap_model_for_generation
 
-    def _sampling_limits(self) -> dict:
-        """Where a completion stops, as eval.decoding.sample_tokens takes it: TRL's max_completion_length mapped to
-        max_new_tokens (here, once), the stop tokens and the padding."""
-        return {
-            "max_new_tokens": self.max_completion_length,
-            "stop_ids": set(self.eos_token_ids),
-            "pad_id": trl_private.pad_token_id(self),
-        }
-
-    def _sampling_distribution(self) -> tuple[float, float, int | None]:
-        """(temperature, top_p, top_k) the sampler draws with: the trainer's own."""
-        return self.temperature, self.top_p, self.top_k
-
-    def _compact_generation_applies(self, images, multimodal_fields) -> bool:
-        """eval.decoding serves plain-text sampling with temperature, top-p and top-k; anything else is TRL's."""
-        return (
-            self.compact_generation
-            and not self.use_vllm
-            and not self.use_transformers_continuous_batching
-            and not images
-            and not multimodal_fields
-            and self.min_p is None
-            and self.repetition_penalty == 1.0
-            and all(SERVED_KWARGS.get(key) == value for key, value in (self.args.generation_kwargs or {}).items())
-            and self.temperature > 0
-        )
+    with (
+        unwrap_model_for_generation(
+            model_wrapped,
+            accelerator,
+            gather_deepspeed3_params=gather_deepspeed3_params,
+            gradient_checkpointing_kwargs=checkpointing_kwargs,
+        ) as unwrapped_model,
+        torch.no_grad(),
+        dist.summon_full_params(model_wrapped, recurse=False),
+        merged_lora(unwrapped_model, enabled=merge) as merged,
+    ):
+        yield merged
 
 
 def trim_micro_batch(inputs: dict) -> dict:

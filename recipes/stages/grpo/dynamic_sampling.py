@@ -44,11 +44,12 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from recipes.common import trl_private
+from recipes.stages.grpo.partial_rollouts import PartialRollouts
 
 logger = logging.getLogger(__name__)
 
@@ -134,100 +135,112 @@ def pad(tensor: torch.Tensor, width: int, value, side: str) -> torch.Tensor:
     return torch.cat([filler, tensor] if side == "left" else [tensor, filler], dim=1)
 
 
-def group_spread(
-    rewards_per_func: torch.Tensor,
-    rewards: torch.Tensor,
-    reward_names: list[str],
-    variance_rewards: list[str] | None,
-    group_size: int,
-) -> torch.Tensor:
-    """Each group's reward spread, (num_groups,): what dynamic sampling and the monitor call its variance.
+class ExtraPrompts:
+    """The stream dynamic sampling draws further prompts from: each process's own (seed, rank, position), with the
+    curriculum's weights when there is one, so that a resumed run (its position, `draws`, saved with each
+    checkpoint) draws what the interrupted one would have."""
 
-    With `variance_rewards` (by default the accuracy rewards), the largest within-group std of those rewards
-    alone; otherwise (None) the std of the weighted sum `rewards`. DAPO filters on accuracy: with a length or
-    format reward in the sum, a group whose answers are all wrong still varies in length, keeps a "variance" and
-    passes the filter, and the policy then trains on length alone.
-    """
-    from trl.trainer.utils import nanstd
+    def __init__(self, seed: int, rank: int, group_size: int):
+        self.seed, self.rank, self.group_size = seed, rank, group_size
+        self.draws = 0  # prompts drawn so far: the position in the stream
 
-    if not variance_rewards:
-        return torch.nan_to_num(nanstd(rewards.view(-1, group_size), dim=1), nan=0.0)
-    columns = [reward_names.index(name) for name in variance_rewards]
-    chosen = rewards_per_func[:, columns]  # (groups * group_size, len(columns))
-    spread = nanstd(chosen.view(-1, group_size, len(columns)), dim=1)  # (groups, len(columns))
-    return torch.nan_to_num(spread, nan=0.0).amax(dim=1)
+    def draw(self, groups: int, dataset, weights=None, peek: bool = False) -> list[dict]:
+        """`groups` prompts of `dataset`, each repeated group_size times (one group each), drawn with `weights`
+        (None: uniform). `peek`: the prompts the next draw would give, the stream left where it is."""
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.rank * 7919 + self.draws)
+        weights = torch.ones(len(dataset)) if weights is None else weights
+        indices = torch.multinomial(weights, groups, replacement=True, generator=generator).tolist()
+        self.draws += 0 if peek else groups
+        return [dataset[index] for index in indices for _ in range(self.group_size)]
 
 
-class DynamicSamplingMixin:
-    """The generation loop of each mode; mixed into RLVRGRPOTrainer ahead of trl.GRPOTrainer.
+@dataclass
+class RoundIO:
+    """What dynamic sampling's rounds need of the trainer, for one step: explicit, so that the rounds can be read
+    (and tested) without building one.
 
-    Relies on the trainer's `_last_group_std` (every process's group spreads, set while scoring),
-    `_extra_prompts(groups)`, `dynamic_sampling_mode` and `dynamic_sampling_max_rounds`.
-    """
+    `generate(rows)`: TRL's generation and scoring of the rows (every process's rows gathered), giving the
+    generation output and every process's group spreads (group_spread); `extra_prompts(groups)`: further prompts
+    from the trainer's stream; `gather(tensor)`: across processes; `process_index`; `policy_logps(batch)`: per-token
+    log-probs of a merged batch's completions under the current policy; `pad_id`; `metrics`: the lists the step's
+    log averages; `partial`: the run's PartialRollouts; `step`: the trainer's global step."""
 
-    def _init_dynamic_sampling(self, mode: str, max_rounds: int) -> None:
+    generate: Callable[[list[dict]], tuple[dict, torch.Tensor]]
+    extra_prompts: Callable[[int], list[dict]]
+    gather: Callable[[torch.Tensor], torch.Tensor]
+    device: object
+    process_index: int
+    policy_logps: Callable[[dict], torch.Tensor]
+    pad_id: int
+    metrics: dict
+    partial: PartialRollouts
+    step: int
+
+
+class DynamicSampler:
+    """The rounds of each mode (module docstring) and what lives across steps: adaptive's buffer and estimate."""
+
+    def __init__(self, mode: str, max_rounds: int, group_size: int):
         if mode not in MODES:
             raise ValueError(f"dynamic_sampling_mode must be one of {MODES}, got {mode!r}")
-        self.dynamic_sampling_mode = mode
-        self.dynamic_sampling_max_rounds = max_rounds
-        self._buffer: list[Group] = []  # adaptive: surplus groups with variance of the last step, used first next
-        self._zero_std_estimate: float | None = None  # adaptive: running share of zero-variance groups
+        self.mode, self.max_rounds, self.group_size = mode, max_rounds, group_size
+        self.buffer: list[Group] = []  # adaptive: surplus groups with variance of the last step, used first next
+        self.zero_std_estimate: float | None = None  # adaptive: running share of zero-variance groups
         self.last_batch_group_ids: list = []  # the row ids of the groups that reached the loss, for inspection
         self.last_round_sizes: list[int] = []  # groups this process generated in each round of the last step
 
-    def _sample_dynamically(self, inputs: list[dict]) -> dict:
-        g = self.num_generations
-        target = len(inputs) // g
+    def sample(self, inputs: list[dict], io: RoundIO) -> dict:
+        """The step's generation output: `inputs` (the dataloader's rows, num_generations per prompt) and as many
+        extra rounds as the mode and the cap allow, filtered to groups with variance."""
+        target = len(inputs) // self.group_size
         self.last_round_sizes = []
-        if self.dynamic_sampling_mode == "adaptive":
-            return self._adaptive_rounds(inputs, g, target)
-        return self._whole_batch_rounds(
-            inputs, g, target, GENERATION_MULTIPLE if self.dynamic_sampling_mode == "reference" else 1
-        )
+        if self.mode == "adaptive":
+            return self._adaptive_rounds(inputs, target, io)
+        return self._whole_batch_rounds(inputs, target, GENERATION_MULTIPLE if self.mode == "reference" else 1, io)
 
-    def _whole_batch_rounds(self, inputs: list[dict], g: int, target: int, multiple: int) -> dict:
+    def _whole_batch_rounds(self, inputs: list[dict], target: int, multiple: int, io: RoundIO) -> dict:
         """`batch` (multiple 1) and `reference` (multiple 3): rounds of multiple x target groups, surplus dropped."""
         kept, zero_variance = [], []
         rounds = 0
-        batch_inputs = inputs if multiple == 1 else inputs + self._extra_prompts((multiple - 1) * target)
+        batch_inputs = inputs if multiple == 1 else inputs + io.extra_prompts((multiple - 1) * target)
         while True:
-            groups, _, _ = self._generate_round(batch_inputs)
+            groups, _, _ = self._generate_round(batch_inputs, io)
             for group in groups:
                 (kept if group.has_variance else zero_variance).append(group)
-            short = torch.tensor([float(len(kept) < target)], device=self.accelerator.device)
-            if self.accelerator.gather(short).max().item() == 0 or rounds >= self.dynamic_sampling_max_rounds:
+            short = torch.tensor([float(len(kept) < target)], device=io.device)
+            if io.gather(short).max().item() == 0 or rounds >= self.max_rounds:
                 break
             rounds += 1
-            batch_inputs = self._extra_prompts(multiple * target)
+            batch_inputs = io.extra_prompts(multiple * target)
         cap_hit = len(kept) < target
         if cap_hit:
-            self._warn_cap(len(kept), target, rounds)
+            _warn_cap(len(kept), target, rounds)
         chosen = (kept + zero_variance)[:target]
-        chosen += self._reclaim_unfinished(target - len(chosen))  # partial rollouts' groups still generating
-        return self._finish(chosen, min(len(kept), target), rounds, cap_hit, {})
+        chosen += io.partial.reclaim(target - len(chosen))  # partial rollouts' groups still generating
+        return self._finish(chosen, min(len(kept), target), rounds, cap_hit, {}, io)
 
-    def _adaptive_rounds(self, inputs: list[dict], g: int, target: int) -> dict:
+    def _adaptive_rounds(self, inputs: list[dict], target: int, io: RoundIO) -> dict:
         """`adaptive`: the buffer first, then rounds sized from the zero-variance share; surplus buffered."""
-        ceiling = GENERATION_MULTIPLE * target
-        carried, self._buffer = self._buffer, []
+        g, ceiling = self.group_size, GENERATION_MULTIPLE * target
+        carried, self.buffer = self.buffer, []
         used, dropped = carried[:target], carried[target:]  # a buffered group lives one step at most
         kept, zero_variance = [], []
         seen_zero = seen_total = 0  # over this step's rounds, every process's groups
-        estimate = self._zero_std_estimate
+        estimate = self.zero_std_estimate
         while True:
             missing = target - len(used) - len(kept)
             share = seen_zero / seen_total if seen_total else estimate
-            wanted = torch.tensor([adaptive_round_size(missing, share, ceiling)], device=self.accelerator.device)
-            size = int(self.accelerator.gather(wanted).max().item())  # every process generates as many
-            if size == 0 or len(self.last_round_sizes) > self.dynamic_sampling_max_rounds:
+            wanted = torch.tensor([adaptive_round_size(missing, share, ceiling)], device=io.device)
+            size = int(io.gather(wanted).max().item())  # every process generates as many
+            if size == 0 or len(self.last_round_sizes) > self.max_rounds:
                 break
             if not self.last_round_sizes:  # the step's first round starts with the dataloader's prompts
                 batch_inputs = inputs[: min(size, target) * g]
                 if size > target:
-                    batch_inputs = batch_inputs + self._extra_prompts(size - target)
+                    batch_inputs = batch_inputs + io.extra_prompts(size - target)
             else:
-                batch_inputs = self._extra_prompts(size)
-            groups, zeros, total = self._generate_round(batch_inputs)
+                batch_inputs = io.extra_prompts(size)
+            groups, zeros, total = self._generate_round(batch_inputs, io)
             seen_zero, seen_total = seen_zero + zeros, seen_total + total
             for group in groups:
                 (kept if group.has_variance else zero_variance).append(group)
@@ -235,112 +248,97 @@ class DynamicSamplingMixin:
         chosen, surplus = used + kept[:need], kept[need:]
         cap_hit = len(chosen) < target
         if cap_hit:
-            self._warn_cap(len(chosen), target, max(len(self.last_round_sizes) - 1, 0))
+            _warn_cap(len(chosen), target, max(len(self.last_round_sizes) - 1, 0))
             chosen = chosen + zero_variance[: target - len(chosen)]
-            chosen += self._reclaim_unfinished(target - len(chosen))  # partial rollouts' groups still generating
+            chosen += io.partial.reclaim(target - len(chosen))  # partial rollouts' groups still generating
         if len(chosen) < target:  # cannot happen: a first round generates at least the groups missing
             raise RuntimeError(f"dynamic sampling assembled {len(chosen)} of {target} groups")
         if seen_total:
-            self._zero_std_estimate = update_zero_std_estimate(estimate, seen_zero / seen_total)
-        self._record_sampling_logps(surplus, filler=chosen[0])
-        self._buffer = surplus
-        self._complete_old_logps(chosen)
+            self.zero_std_estimate = update_zero_std_estimate(estimate, seen_zero / seen_total)
+        self._record_sampling_logps(surplus, chosen[0], io)
+        self.buffer = surplus
+        self._complete_old_logps(chosen, io)
         counts = {"buffer_used": len(used), "buffer_carried": len(surplus), "buffer_dropped": len(dropped)}
         if estimate is not None:
-            trl_private.metrics(self)["dynamic_sampling/zero_std_estimate"].append(estimate)
+            io.metrics["dynamic_sampling/zero_std_estimate"].append(estimate)
         rounds = max(len(self.last_round_sizes) - 1, 0)
-        return self._finish(chosen, len(used) + min(len(kept), need), rounds, cap_hit, counts)
+        return self._finish(chosen, len(used) + min(len(kept), need), rounds, cap_hit, counts, io)
 
-    def _generate_round(self, batch_inputs: list[dict]) -> tuple[list[Group], int, int]:
+    def _generate_round(self, batch_inputs: list[dict], io: RoundIO) -> tuple[list[Group], int, int]:
         """Generate and score one round; its groups (this process's) and the zero-variance count over all."""
-        g = self.num_generations
+        g = self.group_size
         # recipes.stages.grpo.partial_rollouts: the carried groups join a step's first round
-        batch_inputs = self._partial_round_inputs(batch_inputs, first_round=not self.last_round_sizes)
-        batch = super()._generate_and_score_completions(batch_inputs)
+        batch_inputs = io.partial.round_inputs(batch_inputs, not self.last_round_sizes, io.step, io.metrics)
+        batch, spread = io.generate(batch_inputs)
         local = len(batch_inputs) // g
-        first = self.accelerator.process_index * local  # this process's groups in the gathered tensor
-        spread = self._last_group_std
+        first = io.process_index * local  # this process's groups in the gathered tensor
         variances = [bool(value > 1e-6) for value in spread[first : first + local]]
         ids = [batch_inputs[group * g].get("id") for group in range(local)]
         self.last_round_sizes.append(local)
-        groups = self._set_aside_unfinished(split_groups(batch, g, ids, variances), batch_inputs)
+        groups = io.partial.set_aside_unfinished(split_groups(batch, g, ids, variances), batch_inputs)
         return groups, int((spread <= 1e-6).sum().item()), spread.numel()
 
-    def _warn_cap(self, with_variance: int, target: int, rounds: int) -> None:
-        logger.warning(
-            "dynamic sampling: %d of %d groups have reward variance after %d extra rounds (the cap); "
-            "%d zero-variance groups complete the batch",
-            with_variance, target, rounds, target - with_variance,
-        )  # fmt: skip
-
-    def _finish(self, chosen: list[Group], kept_with_variance: int, rounds: int, cap_hit: bool, counts: dict) -> dict:
+    def _finish(self, chosen, kept_with_variance: int, rounds: int, cap_hit: bool, counts: dict, io) -> dict:
         """Log the step's metrics (summed over processes) and assemble the chosen groups into one output."""
         self.last_batch_group_ids = [group.row_id for group in chosen]
-        self._end_partial_step(len(chosen))  # recipes.stages.grpo.partial_rollouts: what is carried
+        io.partial.end_step(len(chosen), io.metrics)  # recipes.stages.grpo.partial_rollouts: what is carried
         local = [sum(self.last_round_sizes), kept_with_variance, *counts.values()]
-        totals = self.accelerator.gather(torch.tensor(local, device=self.accelerator.device))
+        totals = io.gather(torch.tensor(local, device=io.device))
         totals = totals.view(-1, len(local)).sum(dim=0).tolist()
-        metrics = trl_private.metrics(self)
+        metrics = io.metrics
         metrics["dynamic_sampling/groups_generated"].append(totals[0])
         metrics["dynamic_sampling/groups_kept_with_variance"].append(totals[1])
         metrics["dynamic_sampling/extra_rounds"].append(rounds)
         metrics["dynamic_sampling/cap_hit"].append(float(cap_hit))
-        per_kept = totals[0] * self.num_generations / totals[1] if totals[1] else float("nan")
+        per_kept = totals[0] * self.group_size / totals[1] if totals[1] else float("nan")
         metrics["dynamic_sampling/completions_per_kept_group"].append(per_kept)
         for name, total in zip(counts, totals[2:], strict=True):
             metrics[f"dynamic_sampling/{name}"].append(total)
-        out = assemble(chosen, trl_private.pad_token_id(self))
+        out = assemble(chosen, io.pad_id)
         loss_mask = out["completion_mask"] if "tool_mask" not in out else out["completion_mask"] * out["tool_mask"]
-        out["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
+        out["num_items_in_batch"] = io.gather(loss_mask.sum()).sum()
         return out
 
     # ------------------------------------------------------------ sampling log-probs of buffered groups
 
-    def _record_sampling_logps(self, groups: list[Group], filler: Group) -> None:
+    def _record_sampling_logps(self, groups: list[Group], filler: Group, io: RoundIO) -> None:
         """Store, in each group that lacks them, the log-probs of its completions under the current policy.
 
         Called before the step's update, so the current policy is the one that sampled them. Every process
         runs the same forward passes (padded with copies of `filler`), as sharded models (ZeRO-3) require.
         """
         lacking = [group for group in groups if OLD_LOGPS not in group.tensors]
-        count = torch.tensor([len(lacking)], device=self.accelerator.device)
-        count = int(self.accelerator.gather(count).max().item())
+        count = int(io.gather(torch.tensor([len(lacking)], device=io.device)).max().item())
         if count == 0:
             return
-        logps = self._policy_logps(lacking + [filler] * (count - len(lacking)))
+        logps = self._policy_logps(lacking + [filler] * (count - len(lacking)), io)
         self._store_logps(lacking, logps, range(len(lacking)))
 
-    def _complete_old_logps(self, chosen: list[Group]) -> None:
+    def _complete_old_logps(self, chosen: list[Group], io: RoundIO) -> None:
         """When buffered groups (with recorded log-probs) meet fresh ones (without), give the fresh ones theirs."""
         flags = [any(OLD_LOGPS in g.tensors for g in chosen), any(OLD_LOGPS not in g.tensors for g in chosen)]
-        flags = self.accelerator.gather(torch.tensor(flags, device=self.accelerator.device).float()).view(-1, 2)
+        flags = io.gather(torch.tensor(flags, device=io.device).float()).view(-1, 2)
         if not (flags[:, 0].max().item() and flags[:, 1].max().item()):
             return
-        logps = self._policy_logps(chosen)  # every process: its whole batch, the same row count everywhere
+        logps = self._policy_logps(chosen, io)  # every process: its whole batch, the same row count everywhere
         lacking = [index for index, group in enumerate(chosen) if OLD_LOGPS not in group.tensors]
         self._store_logps([chosen[index] for index in lacking], logps, lacking)
 
     def _store_logps(self, groups: list[Group], logps: torch.Tensor, positions) -> None:
-        g = self.num_generations
+        g = self.group_size
         for group, position in zip(groups, positions, strict=True):
             width = group.tensors["completion_ids"].shape[1]
             group.tensors[OLD_LOGPS] = logps[position * g : (position + 1) * g, :width]
 
-    def _policy_logps(self, groups: list[Group]) -> torch.Tensor:
-        """Per-token log-probs of the groups' completions under the current model, (rows, completion width)."""
-        from trl.models.utils import disable_gradient_checkpointing
-
+    @staticmethod
+    def _policy_logps(groups: list[Group], io: RoundIO) -> torch.Tensor:
         keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
-        merged = assemble(groups, trl_private.pad_token_id(self), keys)
-        input_ids = torch.cat([merged["prompt_ids"], merged["completion_ids"]], dim=1)
-        attention_mask = torch.cat([merged["prompt_mask"], merged["completion_mask"]], dim=1)
-        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-            logps, _, _ = trl_private.per_token_logps_and_entropies(
-                self,
-                self.model,
-                input_ids,
-                attention_mask,
-                merged["completion_ids"].size(1),
-                batch_size=self.args.per_device_train_batch_size,
-            )
-        return logps
+        return io.policy_logps(assemble(groups, io.pad_id, keys))
+
+
+def _warn_cap(with_variance: int, target: int, rounds: int) -> None:
+    logger.warning(
+        "dynamic sampling: %d of %d groups have reward variance after %d extra rounds (the cap); "
+        "%d zero-variance groups complete the batch",
+        with_variance, target, rounds, target - with_variance,
+    )  # fmt: skip

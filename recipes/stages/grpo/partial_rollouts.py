@@ -32,8 +32,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from recipes.common import trl_private
-
 logger = logging.getLogger(__name__)
 
 
@@ -81,41 +79,46 @@ def continue_rows(sample, plans: list[RowPlan], prompts, *, segment: int, max_ne
         plan.finished = plan.done or stopped or len(plan.completion) >= max_new_tokens
 
 
-class PartialRolloutMixin:
-    """Mixed into RLVRGRPOTrainer ahead of CompactGenerationMixin; dynamic sampling's rounds call the hooks
-    (`_partial_round_inputs`, `_set_aside_unfinished`, `_reclaim_unfinished`, `_end_partial_step`)."""
+def partial_rollout_problems(
+    dynamic_sampling: bool, compact_applies: bool, tools: bool, rollout_worker: bool, processes: int
+) -> list[str]:
+    """What keeps partial rollouts from this run; [] when nothing does. `tools`: tools, environments or a
+    rollout_func are set."""
+    problems = []
+    if not dynamic_sampling:
+        problems.append("dynamic_sampling: true (its extra rounds fill the rows of the groups set aside)")
+    if not compact_applies:
+        problems.append("compact generation (no vLLM, temperature > 0, no min_p or repetition penalty)")
+    if tools:
+        problems.append("no tools, environments or rollout_func")
+    if rollout_worker:
+        problems.append("max_staleness: 0 (the rollout worker does not continue completions yet)")
+    if processes > 1:
+        problems.append("one process (each process would carry its own number of groups into a round)")
+    return problems
 
-    def _init_partial_rollouts(self) -> None:
-        self.partial_rollout_tokens = self.args.partial_rollout_tokens
-        self._carried: list[Carried] = []  # groups to continue in the next step
-        self._set_aside: list[tuple] = []  # this step's: (Group, Carried)
-        self._plans: list[RowPlan] | None = None  # the rows of the training round being generated
-        self._round_plans: list[RowPlan] | None = None  # the same, once generated
-        if not self.partial_rollout_tokens:
-            return
-        problems = []
-        if not self.dynamic_sampling:
-            problems.append("dynamic_sampling: true (its extra rounds fill the rows of the groups set aside)")
-        if not self._compact_generation_applies(None, {}):
-            problems.append("compact generation (no vLLM, temperature > 0, no min_p or repetition penalty)")
-        if self.tools or self.environment_factories is not None or self.rollout_func is not None:
-            problems.append("no tools, environments or rollout_func")
-        if self.use_rollout_worker:
-            problems.append("max_staleness: 0 (the rollout worker does not continue completions yet)")
-        if self.accelerator.num_processes > 1:
-            problems.append("one process (each process would carry its own number of groups into a round)")
-        if problems:
-            raise ValueError(f"partial_rollout_tokens needs {'; '.join(problems)}")
 
-    # ------------------------------------------------------------ a training round
+class PartialRollouts:
+    """The groups a run carries between steps and the rows of the training round being generated. With `tokens`
+    None (partial rollouts off) every method leaves the round as it is. Dynamic sampling's rounds call
+    `round_inputs` before generating, `set_aside_unfinished` after, `reclaim` to complete a batch and `end_step`
+    once the batch is chosen; compact generation calls `sample`."""
 
-    def _partial_round_inputs(self, batch_inputs: list[dict], first_round: bool) -> list[dict]:
-        """The round's input rows: on a step's first round, the carried groups' rows first; and each row's plan."""
-        if not self.partial_rollout_tokens:
+    def __init__(self, tokens: int | None, group_size: int):
+        self.tokens, self.group_size = tokens, group_size
+        self.carried: list[Carried] = []  # groups to continue in the next step (saved with each checkpoint)
+        self.set_aside: list[tuple] = []  # this step's: (Group, Carried)
+        self.plans: list[RowPlan] | None = None  # the rows of the training round being generated
+        self.round_plans: list[RowPlan] | None = None  # the same, once generated
+
+    def round_inputs(self, batch_inputs: list[dict], first_round: bool, step: int, metrics) -> list[dict]:
+        """The round's input rows: on a step's first round, the carried groups' rows first; and each row's plan.
+        `step`: the trainer's global step; `metrics`: the lists the step's log averages."""
+        if not self.tokens:
             return batch_inputs
-        plans = [RowPlan(started=self.state.global_step) for _ in batch_inputs]
-        if first_round and self._carried:
-            carried, self._carried = self._carried, []
+        plans = [RowPlan(started=step) for _ in batch_inputs]
+        if first_round and self.carried:
+            carried, self.carried = self.carried, []
             rows, carried_plans = [], []
             for group in carried:
                 rows += group.rows
@@ -123,52 +126,44 @@ class PartialRolloutMixin:
                     RowPlan(list(ids), list(logprobs), done, group.started)
                     for ids, logprobs, done in zip(group.completions, group.logprobs, group.finished, strict=True)
                 ]
-            metrics = trl_private.metrics(self)
             metrics["partial_rollouts/groups_continued"].append(float(len(carried)))
-            metrics["partial_rollouts/oldest_segment"].append(
-                float(self.state.global_step - min(group.started for group in carried))
-            )
+            metrics["partial_rollouts/oldest_segment"].append(float(step - min(group.started for group in carried)))
             batch_inputs, plans = rows + batch_inputs, carried_plans + plans
-        self._plans = plans
+        self.plans = plans
         return batch_inputs
 
-    def _sample_compact(self, model, prompt_ids) -> tuple[list[list[int]], list[list[float]]]:
-        plans, self._plans = self._plans, None
-        if plans is None or not self.model.training:
-            return super()._sample_compact(model, prompt_ids)
+    def sample(self, model, prompt_ids, limits: dict, distribution: tuple, training: bool):
+        """The planned round sampled a segment on (completions and their log-probs, as compact generation gives
+        them), or None where no round is planned (evaluation, partial rollouts off): compact generation samples."""
+        plans, self.plans = self.plans, None
+        if plans is None or not training:
+            return None
         if len(plans) != len(prompt_ids):
             raise RuntimeError(f"partial rollouts planned {len(plans)} rows, generation got {len(prompt_ids)}")
         from eval.decoding import global_sampler, sample_tokens
 
-        limits = self._sampling_limits()
-        pick = global_sampler(*self._sampling_distribution(), with_logprobs=True)
+        pick = global_sampler(*distribution, with_logprobs=True)
 
         def sample(prompts, steps, logprobs):
             return sample_tokens(model, prompts, **{**limits, "max_new_tokens": steps}, pick=pick, logprobs=logprobs)
 
-        continue_rows(
-            sample,
-            plans,
-            prompt_ids,
-            segment=self.partial_rollout_tokens,
-            max_new_tokens=limits["max_new_tokens"],
-            stop_ids=limits["stop_ids"],
-        )
-        self._round_plans = plans
+        continue_rows(sample, plans, prompt_ids, segment=self.tokens, max_new_tokens=limits["max_new_tokens"],
+                      stop_ids=limits["stop_ids"])  # fmt: skip
+        self.round_plans = plans
         return [plan.completion for plan in plans], [plan.logprobs for plan in plans]
 
-    def _unfinished_rows(self) -> list[bool]:
+    def unfinished_rows(self) -> list[bool]:
         """Per row of the training round just generated, whether it is still generating (its reward, scored on
         a cut text, is no outcome: the curriculum skips it); [] outside partial rollouts."""
-        return [not plan.finished for plan in self._round_plans or []]
+        return [not plan.finished for plan in self.round_plans or []]
 
-    def _set_aside_unfinished(self, groups: list, batch_inputs: list[dict]) -> list:
+    def set_aside_unfinished(self, groups: list, batch_inputs: list[dict]) -> list:
         """The round's groups whose members have all finished; the others are set aside for the next step."""
-        plans = self._round_plans
-        if not self.partial_rollout_tokens or plans is None:
+        plans = self.round_plans
+        if not self.tokens or plans is None:
             return groups
-        self._round_plans = None
-        g = self.num_generations
+        self.round_plans = None
+        g = self.group_size
         finished = []
         for index, group in enumerate(groups):
             members = plans[index * g : (index + 1) * g]
@@ -182,31 +177,30 @@ class PartialRolloutMixin:
                 finished=[plan.finished for plan in members],
                 started=members[0].started,
             )
-            self._set_aside.append((group, carried))
+            self.set_aside.append((group, carried))
         return finished
 
-    def _reclaim_unfinished(self, count: int) -> list:
+    def reclaim(self, count: int) -> list:
         """Up to `count` groups set aside this step, to complete a batch dynamic sampling could not fill: trained as
         they are, not carried. The youngest are taken (the last set aside), so that a group carried from earlier
         steps still gets to finish."""
-        if count <= 0 or not self._set_aside:
+        if count <= 0 or not self.set_aside:
             return []
-        keep = max(len(self._set_aside) - count, 0)
-        self._set_aside, taken = self._set_aside[:keep], self._set_aside[keep:]
+        keep = max(len(self.set_aside) - count, 0)
+        self.set_aside, taken = self.set_aside[:keep], self.set_aside[keep:]
         logger.warning(
             "partial rollouts: %d groups still generating complete the batch, their completions cut", len(taken)
         )
         return [group for group, _ in taken]
 
-    def _end_partial_step(self, target: int) -> None:
+    def end_step(self, target: int, metrics) -> None:
         """The groups set aside this step become the ones carried to the next (one batch at most)."""
-        if not self.partial_rollout_tokens:
+        if not self.tokens:
             return
-        set_aside, self._set_aside = [carried for _, carried in self._set_aside], []
-        self._carried, dropped = set_aside[:target], set_aside[target:]
+        set_aside, self.set_aside = [carried for _, carried in self.set_aside], []
+        self.carried, dropped = set_aside[:target], set_aside[target:]
         if dropped:
             logger.warning("partial rollouts: %d groups still generating dropped (one batch is carried)", len(dropped))
-        metrics = trl_private.metrics(self)
         metrics["partial_rollouts/groups_set_aside"].append(float(len(set_aside)))
-        metrics["partial_rollouts/groups_carried"].append(float(len(self._carried)))
+        metrics["partial_rollouts/groups_carried"].append(float(len(self.carried)))
         metrics["partial_rollouts/groups_dropped"].append(float(len(dropped)))

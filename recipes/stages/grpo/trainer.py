@@ -38,31 +38,29 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
 from recipes.common import trl_private
-from recipes.stages.grpo import checkpoint_state, reference_kl, sampler_correction, zero_advantage
-from recipes.stages.grpo.async_rollouts import AsyncRolloutMixin
-from recipes.stages.grpo.compact_generation import CompactGenerationMixin, trim_micro_batch
-from recipes.stages.grpo.config import RLVRGRPOConfig, variance_reward_names
-from recipes.stages.grpo.dynamic_sampling import DynamicSamplingMixin, group_spread
+from recipes.stages.grpo import checkpoint_state, compact_generation, reference_kl, sampler_correction, zero_advantage
+from recipes.stages.grpo.async_rollouts import AsyncRollouts, WorkerIO, ids_key
+from recipes.stages.grpo.config import RLVRGRPOConfig
+from recipes.stages.grpo.dynamic_sampling import DynamicSampler, ExtraPrompts, RoundIO
 from recipes.stages.grpo.gold import gold_metrics
 from recipes.stages.grpo.held_out import HeldOutScores
-from recipes.stages.grpo.partial_rollouts import PartialRolloutMixin
-from recipes.stages.grpo.sampling_dtype import resolve_sampling_dtype
+from recipes.stages.grpo.outcomes import curriculum_outcomes, group_spread
+from recipes.stages.grpo.partial_rollouts import PartialRollouts
+from recipes.stages.grpo.sampling_dtype import cast_for_sampling
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
-from recipes.stages.grpo.step_timing import StepTimer, StepTimingCallback
-from rewards import accuracy_reward_names
+from recipes.stages.grpo.start import check_trainer, start_parts
 
 logger = logging.getLogger(__name__)
 
 
-class RLVRGRPOTrainer(
-    AsyncRolloutMixin,
-    PartialRolloutMixin,
-    CompactGenerationMixin,
-    DynamicSamplingMixin,
-    GRPOTrainer,
-):
-    """GRPOTrainer plus dynamic sampling and a pass-rate curriculum, every option read from `args`, an
-    RLVRGRPOConfig (see the module docstring)."""
+class RLVRGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer with the additions the module docstring lists in the step's order, every option read from
+    `args`, an RLVRGRPOConfig."""
+
+    dynamic: DynamicSampler  # the parts, built by start_parts (recipes.stages.grpo.start)
+    partial: PartialRollouts
+    async_rollouts: AsyncRollouts | None
+    extra_prompts: ExtraPrompts
 
     def __init__(self, model, reward_funcs, args: RLVRGRPOConfig | None = None, *rest, gold_reward_funcs=(), **kwargs):
         if not isinstance(args, RLVRGRPOConfig):
@@ -70,61 +68,22 @@ class RLVRGRPOTrainer(
                 "RLVRGRPOTrainer reads its options (dynamic sampling, the curriculum, ...) from args: pass "
                 f"args=recipes.stages.grpo.config.RLVRGRPOConfig(...), got {type(args).__name__}"
             )
-        self.compact_generation = args.compact_generation
-        self.trim_padding = args.trim_padding
-        self.share_prompts = args.share_prompts
-        self.dynamic_sampling = args.dynamic_sampling
-        self._init_dynamic_sampling(args.dynamic_sampling_mode, args.dynamic_sampling_max_rounds)
         # {} is the curriculum with its default options; None: TRL's shuffle
         self.curriculum_options = (args.curriculum or {}) if args.sampler == "pass_rate_weighted" else None
         self.curriculum = None
-        self._extra_draws = 0  # prompts drawn for refills so far: the position in the extra-prompt stream
-        self._last_group_std: torch.Tensor | None = None
-        self.held_out = HeldOutScores()  # recipes.stages.grpo.held_out: pass@1 per problem over an evaluation
+        self._last_group_std: torch.Tensor | None = None  # the last scored batch's group spreads, every process's
         self._loss_pass: tuple[dict, bool, bool] | None = None  # _compute_loss -> its forward: (inputs, correct, kl)
+        self.held_out = HeldOutScores()  # recipes.stages.grpo.held_out: pass@1 per problem over an evaluation
         if args.use_vllm and not torch.cuda.is_available():
             from recipes.stages.grpo.vllm_cpu import adapt_for_cpu
 
             adapt_for_cpu()  # TRL's weight pushes cannot reach vLLM's CPU kernels: vLLM's own reload can
         super().__init__(model, reward_funcs, args, *rest, **kwargs)
         trl_private.check(self)  # the private names of TRL this trainer reads: one line when an upgrade drops one
-        # gold rewards: scored on the same completions, logged, never in the loss (see _calculate_rewards)
-        self.gold_reward_funcs = list(gold_reward_funcs)
-        self.gold_reward_names = [function.__name__ for function in self.gold_reward_funcs]
-        self.sampling_dtype = resolve_sampling_dtype(
-            args.sampling_dtype, self.is_deepspeed_enabled or self.is_fsdp_enabled, self.accelerator.device.type
-        )  # recipes.stages.grpo.sampling_dtype: what compact generation samples in
-        self.step_timing = StepTimer(self.accelerator.device)
-        self.frozen_reference = reference_kl.FrozenReference(self)  # log_reference_kl's, loaded on use
-        self.add_callback(StepTimingCallback(self.step_timing, trl_private.all_metrics(self)))
-        self._init_async_rollouts()  # recipes.stages.grpo.async_rollouts: generation beside training
-        self._init_partial_rollouts()  # recipes.stages.grpo.partial_rollouts: long completions across steps
-        if self.use_vllm:  # the weight push, a cost of its own (verl's timing_s/update_weights)
-            push = self.vllm_generation.sync_weights
+        start_parts(self, gold_reward_funcs)  # the parts and their options (recipes.stages.grpo.start)
+        check_trainer(self)
 
-            def timed_push():
-                with self.step_timing.phase("update_weights"):
-                    return push()
-
-            self.vllm_generation.sync_weights = timed_push
-        self.variance_rewards = variance_reward_names(args.variance_rewards, self.reward_func_names)
-        logger.info("a group's variance is read from %s", self.variance_rewards or "the weighted sum of all rewards")
-        accuracy = accuracy_reward_names(self.reward_func_names)
-        self.accuracy_reward = args.accuracy_reward or (accuracy[0] if accuracy else "math_accuracy")
-        unknown = sorted(set(self.variance_rewards or ()) - set(self.reward_func_names))
-        if unknown:
-            raise ValueError(
-                f"variance_rewards names {unknown}, which are not among the rewards {self.reward_func_names}"
-            )
-        if self.dynamic_sampling:
-            local = self.args.per_device_train_batch_size * self.args.steps_per_generation
-            if local % self.num_generations:
-                raise ValueError(
-                    f"dynamic sampling filters whole groups per process: per_device_train_batch_size x "
-                    f"steps_per_generation ({local}) must be a multiple of num_generations ({self.num_generations})"
-                )
-
-    # ------------------------------------------------------------ prompt sampling
+    # ------------------------------------------------------------ 1. prompts
 
     def _get_train_sampler(self, dataset=None):
         if self.curriculum_options is None:  # {} is the curriculum with its default options
@@ -142,24 +101,114 @@ class RLVRGRPOTrainer(
         return self.curriculum
 
     def _extra_prompts(self, groups: int, peek: bool = False) -> list[dict]:
-        """`groups` further prompts for this process, each repeated num_generations times (one group each).
+        """`groups` further prompts for this process (dynamic_sampling.ExtraPrompts), the curriculum's weights on."""
+        weights = self.curriculum.weights() if self.curriculum is not None else None
+        return self.extra_prompts.draw(groups, self.train_dataset, weights, peek)
 
-        Drawn from a stream of the process's own (seed, rank, position), with the curriculum's weights when
-        there is one, so that a resumed run draws what the interrupted one would have. `peek`: the prompts the
-        next draw would give (with today's curriculum weights), the stream left where it is.
-        """
-        generator = torch.Generator().manual_seed(
-            self.args.seed * 1_000_003 + self.accelerator.process_index * 7919 + self._extra_draws
-        )
-        if self.curriculum is not None:
-            weights = self.curriculum.weights()
-        else:
-            weights = torch.ones(len(self.train_dataset))
-        indices = torch.multinomial(weights, groups, replacement=True, generator=generator).tolist()
-        self._extra_draws += 0 if peek else groups
-        return [self.train_dataset[index] for index in indices for _ in range(self.num_generations)]
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        if self.async_rollouts is None:
+            return super().get_batch_samples(epoch_iterator, num_batches, device)
+        samples = self.async_rollouts.batch_samples(epoch_iterator, num_batches)  # read ahead for the worker
+        return samples, trl_private.num_items_in_batch(self, samples, device)
 
-    # ------------------------------------------------------------ rewards
+    # ------------------------------------------------------------ 2. a generation batch
+
+    def _generate_and_score_completions(self, inputs):
+        training = self.model.training
+        if self.async_rollouts is not None and training:  # recipes.stages.grpo.async_rollouts
+            self.async_rollouts.prepare(inputs, self._worker_io(), self)
+        defer = sampler_correction.defer_to_loss_pass(
+            self.use_vllm, self.vllm_importance_sampling_correction, training,
+            self.args.gradient_accumulation_steps, self.args.steps_per_generation, self.num_iterations,
+        )  # fmt: skip
+        if defer:  # TRL's generation then computes neither pi_old nor the ratio: the loss pass does
+            self.vllm_importance_sampling_correction = False
+        try:
+            if not (self.args.dynamic_sampling and training):
+                batch = super()._generate_and_score_completions(inputs)
+            else:
+                batch = self.dynamic.sample(inputs, self._round_io())  # recipes.stages.grpo.dynamic_sampling
+                if self.async_rollouts is not None and self.dynamic.mode == "batch" and self.dynamic.max_rounds >= 1:
+                    groups = self.args.per_device_train_batch_size * self.args.steps_per_generation
+                    next_rows = lambda: self._extra_prompts(groups // self.num_generations, peek=True)  # noqa: E731
+                    self.async_rollouts.request_next_extra_round(next_rows, self._worker_io())
+        finally:
+            if defer:
+                self.vllm_importance_sampling_correction = True
+        self._attach_reference_logps(batch)  # recipes.stages.grpo.reference_kl, with log_reference_kl
+        return batch
+
+    def _round_io(self) -> RoundIO:
+        def generate(rows):
+            return super(RLVRGRPOTrainer, self)._generate_and_score_completions(rows), self._last_group_std
+
+        def policy_logps(batch):  # the current policy's log-probs of a merged batch's completions
+            from trl.models.utils import disable_gradient_checkpointing
+
+            ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+            mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+                return trl_private.per_token_logps_and_entropies(
+                    self, self.model, ids, mask, batch["completion_ids"].size(1),
+                    batch_size=self.args.per_device_train_batch_size,
+                )[0]  # fmt: skip
+
+        return RoundIO(
+            generate, self._extra_prompts, self.accelerator.gather, self.accelerator.device,
+            self.accelerator.process_index, policy_logps, trl_private.pad_token_id(self), trl_private.metrics(self),
+            self.partial, self.state.global_step,
+        )  # fmt: skip
+
+    def _worker_io(self) -> WorkerIO:
+        def key_of(rows):
+            return ids_key(trl_private.tokenize_prompts(self, [row["prompt"] for row in rows])[0])
+
+        return WorkerIO(
+            self._policy_as_it_samples, self.sampling_dtype, lambda: self.step_timing.phase("update_weights"),
+            key_of, self._sampling_limits(), self._sampling_distribution(), self.state.global_step,
+        )  # fmt: skip
+
+    def _generate(self, prompts):
+        with self.step_timing.phase("generate"):
+            result = super()._generate(prompts)
+        self.step_timing.count("generated", sum(len(ids) for ids in result[1]))  # result[1]: completion ids
+        return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if self.async_rollouts is not None:  # the rollout worker's batch, where it sampled this one in time
+            taken = self.async_rollouts.take(prompt_ids, self.state.global_step, trl_private.metrics(self))
+            if taken is not None:
+                return taken
+        if not self._compact_generation_applies(images, multimodal_fields):
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images=has_tool_images
+            )
+        limits, distribution = self._sampling_limits(), self._sampling_distribution()
+        with (
+            self._policy_as_it_samples(merge=self.args.merge_adapter_for_generation) as merged,
+            cast_for_sampling(merged, self.sampling_dtype) as model,  # recipes.stages.grpo.sampling_dtype
+        ):
+            continued = self.partial.sample(model, prompt_ids, limits, distribution, self.model.training)
+            return continued or compact_generation.sample_compact(model, prompt_ids, limits, distribution)
+
+    def _compact_generation_applies(self, images=None, multimodal_fields=None) -> bool:
+        return compact_generation.compact_generation_applies(
+            self.args.compact_generation, self.use_vllm, self.use_transformers_continuous_batching, images,
+            multimodal_fields, self.min_p, self.repetition_penalty, self.args.generation_kwargs, self.temperature,
+        )  # fmt: skip
+
+    def _policy_as_it_samples(self, merge: bool = True):
+        return compact_generation.policy_as_it_samples(
+            self.model_wrapped, self.accelerator, trl_private.distributed(self), self.args.ds3_gather_for_generation,
+            self.args.gradient_checkpointing_kwargs, merge,
+        )  # fmt: skip
+
+    def _sampling_limits(self) -> dict:
+        return compact_generation.sampling_limits(self)
+
+    def _sampling_distribution(self) -> tuple[float, float, int | None]:
+        """(temperature, top_p, top_k) the sampler draws with: the trainer's own."""
+        return self.temperature, self.top_p, self.top_k
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         with self.step_timing.phase("rewards"):
@@ -168,27 +217,26 @@ class RLVRGRPOTrainer(
         weights = self.reward_weights.to(rewards_per_func.device)
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
-        mode = "train" if self.model.training else "eval"
+        training, names = self.model.training, self.reward_func_names
+        metrics = trl_private.metrics(self, "train" if training else "eval")
         if gold is not None:  # recipes.stages.grpo.gold: logged beside the proxy, never in the loss
-            for name, value in gold_metrics(
-                rewards_per_func, rewards, gold, self.reward_func_names, self.gold_reward_names
-            ).items():
-                trl_private.metrics(self, mode)[name].append(value)
-        self.held_out.record(  # in evaluation only: recipes.stages.grpo.held_out
-            rewards_per_func, self.reward_func_names, self.accuracy_reward, self.num_generations_eval,
-            self.model.training,
-        )  # fmt: skip
-        if self.model.training and self.num_generations > 1:
-            group_std = group_spread(  # recipes.stages.grpo.dynamic_sampling
-                rewards_per_func, rewards, self.reward_func_names, self.variance_rewards, self.num_generations
+            for name, value in gold_metrics(rewards_per_func, rewards, gold, names, self.gold_reward_names).items():
+                metrics[name].append(value)
+        # in evaluation only: recipes.stages.grpo.held_out
+        self.held_out.record(rewards_per_func, names, self.accuracy_reward, self.num_generations_eval, training)
+        if training and self.num_generations > 1:  # recipes.stages.grpo.outcomes
+            spread = group_spread(rewards_per_func, rewards, names, self.variance_rewards, self.num_generations)
+            self._last_group_std = spread
+            metrics["groups/std_mean"].append(spread.mean().item())
+            metrics["groups/zero_std_frac"].append(
+                torch.isclose(spread, torch.zeros_like(spread)).float().mean().item()
             )
-            self._last_group_std = group_std
-            trl_private.metrics(self, mode)["groups/std_mean"].append(group_std.mean().item())
-            trl_private.metrics(self, mode)["groups/zero_std_frac"].append(
-                torch.isclose(group_std, torch.zeros_like(group_std)).float().mean().item()
-            )
-            if self.curriculum is not None:
-                self._update_curriculum(inputs, rewards_per_func, rewards)
+            if self.curriculum is not None:  # every process applies the same (gathered) outcomes: the same prompts
+                from accelerate.utils import gather_object
+
+                unfinished = self.partial.unfinished_rows()  # partial rollouts: still generating, no outcome yet
+                outcomes = curriculum_outcomes(rewards_per_func, rewards, names, self.accuracy_reward, unfinished)
+                self.curriculum.update(gather_object([row.get("id") for row in inputs]), outcomes)
         return rewards_per_func
 
     def _gold_rewards(self, inputs, prompts, completions, completion_ids_list) -> torch.Tensor | None:
@@ -205,45 +253,6 @@ class RLVRGRPOTrainer(
         finally:
             self.reward_funcs, self.reward_processing_classes, self.reward_func_names = saved
 
-    def _update_curriculum(self, inputs, rewards_per_func, rewards) -> None:
-        """Every process applies the same (gathered) outcomes, so that all draw the same prompts."""
-        from accelerate.utils import gather_object
-
-        ids = gather_object([row.get("id") for row in inputs])
-        if self.accuracy_reward in self.reward_func_names:
-            outcomes = rewards_per_func[:, self.reward_func_names.index(self.accuracy_reward)]
-        else:
-            outcomes = (rewards > 0).float()
-        values = [None if torch.isnan(value) else float(value) for value in outcomes]
-        unfinished = self._unfinished_rows()  # recipes.stages.grpo.partial_rollouts: no outcome yet
-        if len(unfinished) == len(values):
-            values = [None if still else value for value, still in zip(values, unfinished, strict=True)]
-        self.curriculum.update(ids, values)
-
-    # ------------------------------------------------------------ a generation batch
-
-    def _generate_and_score_completions(self, inputs):
-        if self.use_rollout_worker and self.model.training:  # recipes.stages.grpo.async_rollouts
-            self._prepare_requests(inputs)
-        defer = sampler_correction.defer_to_loss_pass(
-            self.use_vllm, self.vllm_importance_sampling_correction, self.model.training,
-            self.args.gradient_accumulation_steps, self.args.steps_per_generation, self.num_iterations,
-        )  # fmt: skip
-        if defer:  # TRL's generation then computes neither pi_old nor the ratio: the loss pass does
-            self.vllm_importance_sampling_correction = False
-        try:
-            if not (self.dynamic_sampling and self.model.training):
-                batch = super()._generate_and_score_completions(inputs)
-            else:
-                batch = self._sample_dynamically(inputs)  # recipes.stages.grpo.dynamic_sampling
-                if self.use_rollout_worker:
-                    self._request_next_extra_round()
-        finally:
-            if defer:
-                self.vllm_importance_sampling_correction = True
-        self._attach_reference_logps(batch)  # recipes.stages.grpo.reference_kl, with log_reference_kl
-        return batch
-
     def _attach_reference_logps(self, batch: dict) -> None:
         """batch["ref_per_token_logps"]: the reference's log-prob of every completion token, with log_reference_kl."""
         on = reference_kl.reference_kl_on(self.args.log_reference_kl, self.beta, self.model.training)
@@ -258,7 +267,7 @@ class RLVRGRPOTrainer(
             batch, logps_of, self.model, self.accelerator.unwrap_model(self.model), self.frozen_reference
         )
 
-    # ------------------------------------------------------------ step timing (recipes.stages.grpo.step_timing)
+    # ------------------------------------------------------------ 3. the micro-batch, 4. the loss pass
 
     def training_step(self, model, inputs, num_items_in_batch):
         # The loss pass and its backward; what input preparation does inside it (generation, rewards,
@@ -271,7 +280,7 @@ class RLVRGRPOTrainer(
         with self.step_timing.phase("prepare"):  # bookkeeping around generation: not a phase of the log
             inputs = super()._prepare_inputs(generation_batch)
         fresh = trl_private.buffered_inputs(self)
-        if self.share_prompts and self.model.training and fresh is not buffered:  # a fresh generation batch
+        if self.args.share_prompts and self.model.training and fresh is not buffered:  # a fresh generation batch
             trl_private.set_buffered_inputs(self, group_micro_batches(fresh))
             inputs = trl_private.buffered_inputs(self)[trl_private.micro_step(self) % self.args.steps_per_generation]
         droppable = zero_advantage.zero_rows_droppable(
@@ -284,19 +293,13 @@ class RLVRGRPOTrainer(
             )
             if dropped is not None:
                 trl_private.metrics(self)["loss_pass/zero_advantage_rows_skipped"].append(dropped)
-        if self.trim_padding and self.model.training:
-            inputs = trim_micro_batch(inputs)
+        if self.args.trim_padding and self.model.training:
+            inputs = compact_generation.trim_micro_batch(inputs)
         return inputs
-
-    def _generate(self, prompts):
-        with self.step_timing.phase("generate"):
-            result = super()._generate(prompts)
-        self.step_timing.count("generated", sum(len(ids) for ids in result[1]))  # result[1]: completion ids
-        return result
 
     def _get_per_token_logps_and_entropies(self, *args, **kwargs):
         if torch.is_grad_enabled():  # the loss pass's own forward: part of forward_backward
-            shared = self._shared_prompt_pass(*args, **kwargs) if self.share_prompts else None
+            shared = self._shared_prompt_pass(*args, **kwargs) if self.args.share_prompts else None
             result = shared if shared is not None else super()._get_per_token_logps_and_entropies(*args, **kwargs)
             inputs, correct, kl = self._loss_pass or (None, False, False)
             self._loss_pass = None  # once per loss pass
@@ -333,7 +336,7 @@ class RLVRGRPOTrainer(
             masks = (inputs["prompt_mask"], inputs["completion_mask"])
             counts = None
             if (
-                self.share_prompts
+                self.args.share_prompts
             ):  # the tokens the shared pass runs: each prompt once (recipes.stages.grpo.shared_prompt)
                 counts = shared_token_counts(inputs["prompt_ids"], *masks)
             if counts is None:
@@ -360,17 +363,17 @@ class RLVRGRPOTrainer(
             self.use_vllm = was_vllm
             self._loss_pass = None
 
-    # ------------------------------------------------------------ checkpoints and logs
+    # ------------------------------------------------------------ 5. logs, 6. checkpoints
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
         folder = os.path.join(trl_private.output_dir(self, trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
-        state = {"extra_draws": self._extra_draws, "zero_std_estimate": self._zero_std_estimate}
+        state = {"extra_draws": self.extra_prompts.draws, "zero_std_estimate": self.dynamic.zero_std_estimate}
         if self.curriculum is not None:
             state["curriculum"] = self.curriculum.state_dict()
         checkpoint_state.save_rlvr_state(  # recipes.stages.grpo.checkpoint_state
             folder, state if self.args.should_save else None, self.accelerator.process_index,
-            {"buffer": self._buffer, "carried": self._carried},
+            {"buffer": self.dynamic.buffer, "carried": self.partial.carried},
         )  # fmt: skip
 
     def _load_optimizer_and_scheduler(self, checkpoint):
@@ -383,12 +386,12 @@ class RLVRGRPOTrainer(
             checkpoint, self.accelerator.process_index, self.accelerator.device
         )
         if state is not None:
-            self._extra_draws = state.get("extra_draws", 0)
-            self._zero_std_estimate = state.get("zero_std_estimate")
+            self.extra_prompts.draws = state.get("extra_draws", 0)
+            self.dynamic.zero_std_estimate = state.get("zero_std_estimate")
             if self.curriculum is not None and "curriculum" in state:
                 self.curriculum.load_state_dict(state["curriculum"])
         if buffers is not None:
-            self._buffer, self._carried = buffers["buffer"], buffers["carried"]
+            self.dynamic.buffer, self.partial.carried = buffers["buffer"], buffers["carried"]
 
     def log(self, logs: dict, start_time: float | None = None) -> None:
         self.held_out.into(logs, self.model.training)  # an evaluation's record gets eval_pass@1 and its interval

@@ -1,0 +1,125 @@
+"""The GRPO trainer's parts built and its options checked against one another, once TRL's own start-up has run
+(RLVRGRPOTrainer.__init__ calls `start_parts`, then `check_trainer`): what the parts need of TRL's trainer (its
+accelerator, reward names, DeepSpeed or FSDP) exists only then.
+
+The parts, each a module of recipes/stages/grpo/: gold rewards, the sampling dtype, step timing, the reference for
+the logged KL, the rollout worker (async_rollouts), partial rollouts, dynamic sampling and its stream of further
+prompts, and the timed vLLM weight push.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from recipes.common import trl_private
+from recipes.stages.grpo.async_rollouts import (
+    AsyncRolloutCallback,
+    AsyncRollouts,
+    spare_cores,
+    staleness_warnings,
+    worker_conditions,
+)
+from recipes.stages.grpo.config import variance_reward_names
+from recipes.stages.grpo.dynamic_sampling import DynamicSampler, ExtraPrompts
+from recipes.stages.grpo.partial_rollouts import PartialRollouts, partial_rollout_problems
+from recipes.stages.grpo.reference_kl import FrozenReference
+from recipes.stages.grpo.sampling_dtype import resolve_sampling_dtype
+from recipes.stages.grpo.step_timing import StepTimer, StepTimingCallback
+from rewards import accuracy_reward_names
+
+logger = logging.getLogger(__name__)
+
+
+def start_parts(trainer, gold_reward_funcs) -> None:
+    """Give `trainer` (a GRPOTrainer just built by TRL) its parts, each from its options in trainer.args."""
+    args = trainer.args
+    sharded = trainer.is_deepspeed_enabled or trainer.is_fsdp_enabled
+    # gold rewards: scored on the same completions, logged, never in the loss (recipes.stages.grpo.gold)
+    trainer.gold_reward_funcs = list(gold_reward_funcs)
+    trainer.gold_reward_names = [function.__name__ for function in trainer.gold_reward_funcs]
+    # what compact generation samples in (recipes.stages.grpo.sampling_dtype)
+    trainer.sampling_dtype = resolve_sampling_dtype(args.sampling_dtype, sharded, trainer.accelerator.device.type)
+    trainer.step_timing = StepTimer(trainer.accelerator.device)
+    trainer.add_callback(StepTimingCallback(trainer.step_timing, trl_private.all_metrics(trainer)))
+    trainer.frozen_reference = FrozenReference(trainer)  # log_reference_kl's, loaded on first use
+    trainer.async_rollouts = _async_rollouts(trainer, sharded)
+    trainer.partial = PartialRollouts(args.partial_rollout_tokens, trainer.num_generations)
+    if args.partial_rollout_tokens:
+        problems = partial_rollout_problems(
+            args.dynamic_sampling, trainer._compact_generation_applies(), _has_tools(trainer),
+            trainer.async_rollouts is not None, trainer.accelerator.num_processes,
+        )  # fmt: skip
+        if problems:
+            raise ValueError(f"partial_rollout_tokens needs {'; '.join(problems)}")
+    trainer.dynamic = DynamicSampler(
+        args.dynamic_sampling_mode, args.dynamic_sampling_max_rounds, trainer.num_generations
+    )
+    trainer.extra_prompts = ExtraPrompts(args.seed, trainer.accelerator.process_index, trainer.num_generations)
+    if trainer.use_vllm:  # the weight push, a cost of its own (verl's timing_s/update_weights)
+        push = trainer.vllm_generation.sync_weights
+
+        def timed_push():
+            with trainer.step_timing.phase("update_weights"):
+                return push()
+
+        trainer.vllm_generation.sync_weights = timed_push
+    trainer.variance_rewards = variance_reward_names(args.variance_rewards, trainer.reward_func_names)
+    logger.info("a group's variance is read from %s", trainer.variance_rewards or "the weighted sum of all rewards")
+    accuracy = accuracy_reward_names(trainer.reward_func_names)
+    trainer.accuracy_reward = args.accuracy_reward or (accuracy[0] if accuracy else "math_accuracy")
+
+
+def check_trainer(trainer) -> None:
+    """The options that only the built trainer can check (its reward names, its group size)."""
+    unknown = sorted(set(trainer.variance_rewards or ()) - set(trainer.reward_func_names))
+    if unknown:
+        raise ValueError(
+            f"variance_rewards names {unknown}, which are not among the rewards {trainer.reward_func_names}"
+        )
+    if trainer.args.dynamic_sampling:
+        local = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
+        if local % trainer.num_generations:
+            raise ValueError(
+                f"dynamic sampling filters whole groups per process: per_device_train_batch_size x "
+                f"steps_per_generation ({local}) must be a multiple of num_generations ({trainer.num_generations})"
+            )
+
+
+def _has_tools(trainer) -> bool:
+    return bool(trainer.tools or trainer.environment_factories is not None or trainer.rollout_func is not None)
+
+
+def _async_rollouts(trainer, sharded: bool) -> AsyncRollouts | None:
+    """The rollout worker's part where max_staleness or rollout_worker asks for it (recipes.stages.grpo.async_rollouts),
+    every reason it cannot serve the run refused in one line; None where the trainer samples."""
+    args = trainer.args
+    wanted = args.max_staleness > 0 if args.rollout_worker is None else args.rollout_worker
+    if not wanted:
+        if args.max_staleness > 0:
+            raise ValueError(f"max_staleness {args.max_staleness} needs the rollout worker: rollout_worker: true")
+        return None
+    problems = worker_conditions(
+        args, trainer._compact_generation_applies(), _has_tools(trainer), trainer.num_iterations, sharded
+    )
+    if problems:
+        raise ValueError(
+            "the rollout worker (max_staleness > 0 or rollout_worker: true) cannot serve this run: "
+            + "; ".join(problems)
+            + ". Set max_staleness: 0 to sample in the trainer."
+        )
+    for problem in staleness_warnings(args):
+        logger.warning(problem)
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", trainer.accelerator.num_processes))
+    if not spare_cores(local_processes, torch.get_num_threads()):
+        logger.warning(
+            "the rollout worker shares the cores of %d trainer process(es) with %d thread(s) each: generation "
+            "and training will slow each other down",
+            local_processes,
+            torch.get_num_threads(),
+        )
+    rollouts = AsyncRollouts(args.max_staleness, args.weight_sync_steps, args.gradient_accumulation_steps, args.seed)
+    trainer.add_callback(AsyncRolloutCallback(rollouts, trl_private.all_metrics(trainer)))
+    return rollouts
