@@ -8,7 +8,7 @@ How most small reasoning models are made (DeepSeek-R1-Distill-*: 800k R1 traces,
 * `offline`: the teacher (a local folder or a Hub name; sampled with transformers or vLLM) writes
   `sampling: {n}` traces per prompt -> with `verify_traces`, only the verified ones are kept, as R1
   did (recipes/common/traces/: distinct, at most `max_per_problem` per prompt) -> the student is
-  fine-tuned on them (recipes.common.sft_training.train_sft, the step sft.py runs);
+  fine-tuned on them (recipes.common.training.sft_step.train_sft, the step sft.py runs);
 * `on_policy`: TRL's DistillationTrainer (Agarwal et al. 2024, "On-policy distillation"): the student
   writes the completions and learns the teacher's next-token distribution on them (generalised JSD;
   `beta` 0 = forward KL, 1 = reverse KL). Options under `on_policy:` in the YAML;
@@ -31,13 +31,13 @@ if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
 from basics.atomic_files import read_json, write_json
-from recipes.common.checkpoints import finished_run
-from recipes.common.checks import require_single_process
-from recipes.common.config import RecipeParser
+from recipes.common.checkpoints.resume import finished_run
+from recipes.common.command_line.checks import require_single_process
+from recipes.common.command_line.config import RecipeParser
 from recipes.common.held_out_eval import evaluate_model, load_eval_rows
-from recipes.common.model import load_tokenizer, resolve_model_path
+from recipes.common.model.loading import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
-from recipes.common.sft_training import ChatTemplateError, check_chat_template
+from recipes.common.training.sft_step import ChatTemplateError, check_chat_template
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.distill.stages import distill_offline, distill_on_policy, on_policy_config
 from recipes.stages.distill.student import TokenizerMismatchError, make_student
@@ -114,7 +114,7 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
 
 def _finished(output_dir: Path, stages: dict, resume) -> str | None:
     """One line when a resumed distillation has nothing left to do: its report is written and every stage it runs
-    reached its end (recipes.common.checkpoints.finished_run, on the stage's own folder); else None."""
+    reached its end (recipes.common.checkpoints.resume.finished_run, on the stage's own folder); else None."""
     if not (output_dir / "distill_stats.json").is_file():
         return None
     said = [finished_run(args, folder, resume) for folder, args in stages.values()]

@@ -24,9 +24,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
-from recipes.common.checkpoints import restore_before_divergence, train_resuming
-from recipes.common.config import RecipeParser
-from recipes.common.model import save_trainer_for_inference
+from recipes.common.checkpoints.resume import restore_before_divergence, train_resuming
+from recipes.common.command_line.config import RecipeParser
+from recipes.common.model.loading import save_trainer_for_inference
 from recipes.common.run_card import write_run_card
 from recipes.stages.grpo.arguments import GRPOScriptArguments
 from recipes.stages.grpo.held_out import kept_checkpoint

@@ -6,7 +6,7 @@
     python -m recipes.plot_curves runs/{dapo,remedy}/seed{0,1,2} --group-seeds --smooth 5 --raw --out arms.png
     python -m recipes.plot_curves --groups sync=runs/dapo,runs/dapo_s1 stale=runs/stale/seed0,runs/stale/seed1
 
-Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.monitor: each logged number,
+Every GRPO and SFT run of the recipes writes `metrics.jsonl` (recipes.common.training.monitor: each logged number,
 whatever `report_to` and `save_strategy` say), and that file is read first. A run folder without it (a run
 made by another tool or an older version) is read from the `log_history` of its trainer_state.json, in the
 folder or its newest checkpoint. Without --metrics, the panels are the usual curves that the runs logged

@@ -29,13 +29,13 @@ if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
 from basics.atomic_files import read_jsonl, write_json
-from recipes.common.checks import require_single_process
-from recipes.common.config import RecipeParser
+from recipes.common.command_line.checks import require_single_process
+from recipes.common.command_line.config import RecipeParser
 from recipes.common.data import kept_rows_as_conversations
 from recipes.common.held_out_eval import evaluate_model, load_eval_rows
-from recipes.common.model import load_tokenizer, resolve_model_path
+from recipes.common.model.loading import load_tokenizer, resolve_model_path
 from recipes.common.run_card import write_run_card
-from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
+from recipes.common.training.sft_step import ChatTemplateError, check_chat_template, train_sft
 from recipes.stages.rejection_sampling import rounds
 from recipes.stages.rejection_sampling.arguments import RejectionSamplingArguments
 from recipes.stages.rejection_sampling.state import Phase

@@ -34,9 +34,9 @@ if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
 from basics.atomic_files import write_json
-from recipes.common.checks import require_single_process
-from recipes.common.config import RecipeParser
-from recipes.common.model import resolve_model_path
+from recipes.common.command_line.checks import require_single_process
+from recipes.common.command_line.config import RecipeParser
+from recipes.common.model.loading import resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.stages.reward_model.pairs import NoPairsError, RewardModelArguments
 from recipes.stages.reward_model.training import (

@@ -9,7 +9,7 @@ Top to bottom: parse the config (this recipe's own options: recipes.stages.sft.a
 load the tokenizer and check that an assistant turn ends with EOS, load the rows and turn them into
 conversations, train with TRL's SFTTrainer (loss on the assistant's tokens only, EOS included; `packing:
 true` packs short conversations into full rows; `use_peft: true` trains a LoRA adapter), save the model,
-the tokenizer and a run card. The training step itself is recipes.common.sft_training.train_sft, which
+the tokenizer and a run card. The training step itself is recipes.common.training.sft_step.train_sft, which
 rejection_sampling.py and distill.py call too.
 """
 
@@ -21,10 +21,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run by path: this checkout on sys.path, with or without the venv
     import _checkout  # noqa: F401  (recipes/_checkout.py, beside this file)
 
-from recipes.common.config import RecipeParser
+from recipes.common.command_line.config import RecipeParser
 from recipes.common.data import to_sft_conversations
-from recipes.common.model import load_tokenizer, resolve_model_path
-from recipes.common.sft_training import ChatTemplateError, check_chat_template, train_sft
+from recipes.common.model.loading import load_tokenizer, resolve_model_path
+from recipes.common.training.sft_step import ChatTemplateError, check_chat_template, train_sft
 from recipes.stages.sft.arguments import SFTScriptArguments
 from tasks.schema import load_rows
 

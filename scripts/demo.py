@@ -9,7 +9,7 @@ with one protocol, and a report.
 
 Stages, each writing a folder under --output-dir (default artifacts/demo):
 
-    base      the tiny embedded model, untrained                 recipes/common/tiny_model.py
+    base      the tiny embedded model, untrained                 recipes/common/model/tiny.py
     sft       cold-start SFT on the easy levels 1-4              recipes/sft.py, configs/demo/sft.yaml
     filter    pass-rate filter of the RL pool (levels 1-10) with the cold-start model: only problems it
               solves sometimes, never always or never             python -m data_filters (data_filters/pipeline.py)
@@ -41,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 from demo_report import level_stats, plot_training, summarize_stages, verdicts, write_report  # noqa: E402, F401
 from demo_stages import EVAL_LEVELS, RL_POOL, STAGE_NAMES, Demo  # noqa: E402, F401  (what the tests read)
 
-from recipes.common.config import setup_logging  # noqa: E402
+from recipes.common.command_line.config import setup_logging  # noqa: E402
 
 logger = logging.getLogger("demo")
 

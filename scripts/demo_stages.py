@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
-from recipes.common.config import CONFIG_DIR, setup_logging  # noqa: E402
+from recipes.common.command_line.config import CONFIG_DIR, setup_logging  # noqa: E402
 
 logger = logging.getLogger("demo")
 
@@ -78,7 +78,7 @@ class Demo:
     # ------------------------------------------------------------------ stages
 
     def base(self) -> Path:
-        from recipes.common.tiny_model import build_tiny_model
+        from recipes.common.model.tiny import build_tiny_model
 
         path = self.out / "base"
         if self.done("base", path / "config.json"):

@@ -22,7 +22,7 @@ from offline_models import (
     get_offline_model,
 )
 
-from recipes.common.config import setup_logging
+from recipes.common.command_line.config import setup_logging
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -13,8 +13,8 @@ import logging
 from pathlib import Path
 
 from eval.cli import FlagParser  # takes --output-dir and --output_dir alike
-from recipes.common.config import setup_logging
-from recipes.common.tiny_model import TinyModelSpec, build_tiny_model
+from recipes.common.command_line.config import setup_logging
+from recipes.common.model.tiny import TinyModelSpec, build_tiny_model
 
 
 def main(argv: list[str] | None = None) -> Path:

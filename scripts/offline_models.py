@@ -109,7 +109,7 @@ def convert_gguf(gguf_path: Path, output_dir: Path) -> int:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    from recipes.common.model import save_model_for_inference
+    from recipes.common.model.loading import save_model_for_inference
 
     folder, name = str(gguf_path.parent), gguf_path.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)

@@ -14,7 +14,7 @@ import argparse
 import importlib
 from pathlib import Path
 
-from recipes.common.help import default_of, machine_defaults_table, option_groups, type_name
+from recipes.common.command_line.help import default_of, machine_defaults_table, option_groups, type_name
 
 REPO = Path(__file__).resolve().parents[1]
 

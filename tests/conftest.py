@@ -19,8 +19,8 @@ import pytest
 from filelock import FileLock
 
 # SmolLM2's tokenizer and the stand-in builder live with the recipes (--try_on_this_machine uses them)
-from recipes.common.tiny_model import SMOLLM2_TOKENIZER as SMOL_TOKENIZER  # noqa: F401  (tests import it from here)
-from recipes.common.tiny_model import save_stand_in as save_standin
+from recipes.common.model.tiny import SMOLLM2_TOKENIZER as SMOL_TOKENIZER  # noqa: F401  (tests import it from here)
+from recipes.common.model.tiny import save_stand_in as save_standin
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -70,7 +70,7 @@ def build_once(shared_dir: Path, name: str, build) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(shared_dir) -> Path:
-    from recipes.common.tiny_model import build_tiny_model
+    from recipes.common.model.tiny import build_tiny_model
 
     return build_once(shared_dir, "tiny-base", lambda target: build_tiny_model(target, seed=0))
 

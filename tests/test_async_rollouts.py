@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.model.loading import SHIPPED_COLD_START
 from recipes.stages.grpo.async_rollouts import AsyncRollouts
 from recipes.stages.grpo.compact_generation import merged_lora
 from recipes.stages.grpo.rollout_worker import Request, RolloutWorker, plain_parameters

@@ -115,7 +115,7 @@ def test_the_bases_rows_differ_only_in_an_exact_seeded_share_showing_working():
 def test_each_arm_is_the_dapo_config_with_its_rewards_as_recipes_grpo_parses_it(tmp_path):
     """grpo_argv through recipes/grpo.py's own parser: accuracy alone, the two gold measures, the pool, the fix."""
     from recipes import grpo
-    from recipes.common.config import parse_recipe_args
+    from recipes.common.command_line.config import parse_recipe_args
 
     bench = load("emergence")
     args = bench.parse_args(["--output-dir", str(tmp_path), "--steps", "7"])
@@ -169,7 +169,7 @@ def test_fast_run_of_every_base_then_a_rerun_skips_it_and_other_settings_are_ref
     import torch
 
     bench = load("emergence")
-    monkeypatch.setattr("recipes.common.config.setup_logging", lambda *a, **k: None)
+    monkeypatch.setattr("recipes.common.command_line.config.setup_logging", lambda *a, **k: None)
     threads = torch.get_num_threads()
 
     def in_process(job, args):

@@ -81,7 +81,7 @@ def test_the_report_reads_what_the_runs_hold(tmp_path):
 def test_every_arm_parses_as_recipes_grpo_options():
     bench = load("length_penalty")
     from recipes import grpo
-    from recipes.common.config import parse_recipe_args
+    from recipes.common.command_line.config import parse_recipe_args
 
     for name, arm in {**bench.LENGTH_ARMS, **bench.LENGTH_NONE_ARMS, **bench.trap_arms(0.001)}.items():
         argv = [*arm.flags({}, 0), "--output_dir", "/tmp/unused"]
@@ -106,7 +106,7 @@ def test_the_trap_group_advantages_by_hand_and_by_the_trainer(tmp_path, scale):
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
 
-    from recipes.common.model import SHIPPED_COLD_START, load_tokenizer
+    from recipes.common.model.loading import SHIPPED_COLD_START, load_tokenizer
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows
@@ -139,10 +139,10 @@ def test_the_trap_group_advantages_by_hand_and_by_the_trainer(tmp_path, scale):
 
 
 def test_a_fast_run_of_a_length_pair_and_the_trap_then_a_rerun_skips_it(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    from recipes.common.model import SHIPPED_COLD_START
+    from recipes.common.model.loading import SHIPPED_COLD_START
 
     bench = load("length_penalty")
-    monkeypatch.setattr("recipes.common.config.setup_logging", lambda *a, **k: None)
+    monkeypatch.setattr("recipes.common.command_line.config.setup_logging", lambda *a, **k: None)
 
     def in_process(argv, log, label, threads):  # a child process's job, run here: one import of torch for all
         args = bench.parse_args(argv[1:])

@@ -125,7 +125,7 @@ def test_completions_sampled_and_per_kept_group_come_from_metrics_jsonl(tmp_path
 def test_every_variant_is_the_config_it_claims_as_recipes_grpo_parses_it(tmp_path):
     """Each variant's flags through recipes/grpo.py's own parser: the ablated field, and only it, changes."""
     from recipes import grpo
-    from recipes.common.config import parse_recipe_args
+    from recipes.common.command_line.config import parse_recipe_args
     from recipes.stages.grpo.config import variance_reward_names
 
     runs = load("sample_efficiency_runs")

@@ -67,7 +67,7 @@ def test_reward_hacking_arms_are_valid_recipe_configs(tmp_path):
     """Each arm's flags parse as recipes/grpo.py options on the tiny config (rewards built, nothing loaded), and
     differ where the arm says: the gate, the ensemble's min, beta, the stop and its checkpoints."""
     from recipes import grpo
-    from recipes.common.config import parse_recipe_args
+    from recipes.common.command_line.config import parse_recipe_args
     from scripts.bench import reward_hacking as bench
 
     orms = [tmp_path / f"orm_seed{seed}" for seed in range(3)]

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.model.loading import SHIPPED_COLD_START
 from recipes.stages.grpo.compact_generation import merged_lora
 from recipes.stages.grpo.zero_advantage import drop_zero_advantage_rows
 
@@ -117,7 +117,7 @@ def test_drop_zero_advantage_rows_drops_the_same_rows_of_every_per_row_value():
 def _one_dapo_step(tmp_path, skip: bool, loss_type: str = "dapo", beta: float = 0.0):
     from datasets import Dataset
 
-    from recipes.common.model import load_tokenizer
+    from recipes.common.model.loading import load_tokenizer
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows

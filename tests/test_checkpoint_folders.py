@@ -1,4 +1,4 @@
-"""recipes/common/checkpoint_folders.py, the one reader of `checkpoint-N` names: the step of a name, the complete
+"""recipes/common/checkpoints/folders.py, the one reader of `checkpoint-N` names: the step of a name, the complete
 folders newest first, the newest complete one and the one an interruption cut short; and no other module of the
 recipes parses a checkpoint folder's name itself (it was parsed three ways before, issue 56)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from recipes.common.checkpoint_folders import (
+from recipes.common.checkpoints.folders import (
     TRAINER_STATE,
     checkpoint_folders,
     checkpoint_step,
@@ -63,8 +63,8 @@ def test_no_other_module_parses_a_checkpoint_name():
         f"{path.relative_to(REPO)}:{number}"
         for package in ("recipes", "eval", "scripts")
         for path in sorted((REPO / package).rglob("*.py"))
-        if path.name != "checkpoint_folders.py"
+        if path != REPO / "recipes" / "common" / "checkpoints" / "folders.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if by_hand.search(line) or re.search(r"re\.compile\(r?\"checkpoint-", line)
     ]
-    assert not offenders, f"checkpoint-N names parsed outside recipes/common/checkpoint_folders.py: {offenders}"
+    assert not offenders, f"checkpoint-N names parsed outside recipes/common/checkpoints/folders.py: {offenders}"

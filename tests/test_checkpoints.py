@@ -1,4 +1,4 @@
-"""Where a run starts (recipes/common/checkpoints.py): one rule for every recipe. `resume_from_checkpoint true`
+"""Where a run starts (recipes/common/checkpoints/resume.py): one rule for every recipe. `resume_from_checkpoint true`
 continues from the newest checkpoint and starts afresh when there is none; GRPO raised there before."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from recipes import grpo
-from recipes.common.checkpoints import resume_point
+from recipes.common.checkpoints.resume import resume_point
 from recipes.stages.grpo.setup import BuiltTrainer
 
 

@@ -16,7 +16,7 @@ from trl import ModelConfig, SFTConfig
 from data_filters.__main__ import main as data_filters_main
 from eval import compare, evaluate
 from recipes import distill, grpo, rejection_sampling
-from recipes.common.config import CONFIG_DIR, parse_recipe_args
+from recipes.common.command_line.config import CONFIG_DIR, parse_recipe_args
 from tasks.datasets import load_eval_dataset
 from tests.conftest import REPO
 

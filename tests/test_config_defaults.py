@@ -9,8 +9,8 @@ import logging
 import pytest
 
 from recipes import grpo, sft
-from recipes.common import config_defaults
-from recipes.common.config import parse_recipe_args
+from recipes.common.command_line import config_defaults
+from recipes.common.command_line.config import parse_recipe_args
 
 
 def parse(recipe, tmp_path, yaml_text: str, *flags: str):
@@ -26,7 +26,7 @@ def checkpointing(training) -> bool:
 @pytest.mark.parametrize("recipe", [grpo, sft])
 def test_a_users_config_on_a_cpu_trains_in_fp32_without_recomputation(recipe, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(config_defaults, "_accelerator_available", lambda: False)
-    with caplog.at_level(logging.INFO, logger="recipes.common.config_defaults"):
+    with caplog.at_level(logging.INFO, logger="recipes.common.command_line.config_defaults"):
         parsed = parse(recipe, tmp_path, "learning_rate: 1.0e-5\n")
     training = next(args for args in parsed if hasattr(args, "bf16"))
     assert training.bf16 is False and not checkpointing(training)

@@ -14,7 +14,8 @@ import torch
 from safetensors.torch import save_file
 
 from recipes import grpo
-from recipes.common.checkpoints import damage, last_complete_checkpoint, resume_point
+from recipes.common.checkpoints.folders import damage, last_complete_checkpoint
+from recipes.common.checkpoints.resume import resume_point
 from tests.test_user_errors import cli_error
 
 

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.decoding import global_sampler, sample_tokens
-from recipes.common.model import SHIPPED_COLD_START  # the tiny demo's cold start: it writes answers and stops
+from recipes.common.model.loading import SHIPPED_COLD_START  # the tiny demo's cold start: it writes answers and stops
 from recipes.stages.grpo.compact_generation import trim_micro_batch
 
 QUESTIONS = ["Ann has 3 apples and buys 4 more.", "What is 2 + 2?", "A long question " * 6, "Hi"]
@@ -144,7 +144,7 @@ def test_the_trainer_samples_as_trls_generate_does(tmp_path):
     token; with min_p (which eval.decoding does not implement) the trainer falls back to TRL's."""
     from datasets import Dataset
 
-    from recipes.common.model import load_tokenizer
+    from recipes.common.model.loading import load_tokenizer
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows

@@ -1,5 +1,5 @@
 """One options type for where a recipe's model comes from when its path is missing (issue 56, item 4): every
-recipe's arguments take `demo_model_if_missing` from recipes.common.model.DemoModelArguments, SFT falls back to
+recipe's arguments take `demo_model_if_missing` from recipes.common.model.loading.DemoModelArguments, SFT falls back to
 the untrained tiny model and the others to the shipped cold start, and no recipe declares the option again."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from recipes.common.model import DemoModelArguments
+from recipes.common.model.loading import DemoModelArguments
 from tests.conftest import REPO
 
 
@@ -41,4 +41,4 @@ def test_no_module_declares_the_option_again():
         for path in sorted((REPO / "recipes").rglob("*.py"))
         if re.search(r"^\s+demo_model_if_missing: bool = field", path.read_text(), re.M)
     ]
-    assert declared == ["recipes/common/model.py"]
+    assert declared == ["recipes/common/model/loading.py"]

@@ -58,8 +58,8 @@ class Recorder(TrainerCallback):
 def make_trainer(model_dir, out, pattern, mode, max_rounds, steps, **overrides):
     from datasets import Dataset
 
-    from recipes.common.model import load_tokenizer
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.common.model.loading import load_tokenizer
+    from recipes.common.training.monitor import RLVRMonitor
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 

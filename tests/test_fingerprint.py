@@ -18,7 +18,7 @@ from trl import ModelConfig, SFTConfig
 from basics.atomic_files import write_jsonl
 from recipes import rejection_sampling as rs
 from recipes.common import held_out_eval as held_out
-from recipes.common.config import parse_recipe_args
+from recipes.common.command_line.config import parse_recipe_args
 from recipes.common.fingerprint import changes
 from recipes.stages.distill import stages as distill_stages
 from recipes.stages.distill.arguments import DistillScriptArguments

@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import pytest
 
 from recipes import sft
-from recipes.common import config
-from recipes.common.checkpoints import finished_run
-from recipes.common.checks import ConfigError
-from recipes.common.monitor import RLVRMonitor
+from recipes.common.checkpoints.resume import finished_run
+from recipes.common.command_line import config
+from recipes.common.command_line.checks import ConfigError
+from recipes.common.training.monitor import RLVRMonitor
 from tests.test_interrupt_and_resume import sft_argv
 
 

@@ -18,7 +18,7 @@ import pytest
 import trl
 import yaml
 
-from recipes.common.config import CONFIG_DIR
+from recipes.common.command_line.config import CONFIG_DIR
 from tests.conftest import SMOL_TOKENIZER, save_standin
 
 # Qwen2.5's own chat template, as TRL ships it (TRL also knows its training version, with the {% generation %}

@@ -13,8 +13,8 @@ from transformers import AutoModelForCausalLM, TrainerCallback
 
 from eval.sampler import vllm_available
 from recipes import grpo
-from recipes.common.config import CONFIG_DIR, parse_recipe_args
-from recipes.common.monitor import RLVRMonitor
+from recipes.common.command_line.config import CONFIG_DIR, parse_recipe_args
+from recipes.common.training.monitor import RLVRMonitor
 from recipes.stages.grpo.config import variance_reward_names
 from tasks.synthetic import generate_rows
 
@@ -102,7 +102,7 @@ class GroupRecorder(TrainerCallback):
 
 
 def trainer_with(reward, model_dir, out, rows, max_rounds, steps=3):
-    from recipes.common.model import load_tokenizer
+    from recipes.common.model.loading import load_tokenizer
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
 
@@ -169,7 +169,7 @@ def test_variance_rewards_sum_filters_on_the_summed_reward_for_the_ablation():
     """`--variance_rewards sum` (the bench's dapo_filter_sum) makes a group's variance the std of the weighted
     sum even with math_accuracy among the rewards; the default stays the accuracy reward."""
 
-    from recipes.common.config import ConfigError
+    from recipes.common.command_line.config import ConfigError
 
     def variance(*argv):  # what the trainer reads, from the config and the names of the YAML's rewards
         script, training, _ = parse("demo/dapo.yaml", *argv)

@@ -11,7 +11,7 @@ import torch
 
 from eval.metrics import bootstrap_ci
 from recipes import grpo
-from recipes.common.config import parse_recipe_args
+from recipes.common.command_line.config import parse_recipe_args
 from recipes.stages.grpo.held_out import HeldOutScores, held_out_data_args, without_training_problems
 from tasks.data_arguments import DataArguments
 

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pytest
 
 from recipes import sft
-from recipes.common import config
-from recipes.common.interrupt import TRAINER_LOGGER, interrupted_message, note_tied_weights_on_resume
+from recipes.common.checkpoints.interrupt import TRAINER_LOGGER, interrupted_message, note_tied_weights_on_resume
+from recipes.common.command_line import config
 from tests.conftest import REPO
 
 

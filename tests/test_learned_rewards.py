@@ -326,7 +326,7 @@ def test_recipes_grpo_trains_with_an_llm_judge_and_a_reward_model_beside_the_ver
     """One step of recipes/grpo.py with both learned rewards in the loss and the verifier as gold: every reward is
     logged under its name, and the gold beside them (the tiny judge's gibberish replies score 0)."""
     from recipes import grpo
-    from recipes.common.config import parse_recipe_args
+    from recipes.common.command_line.config import parse_recipe_args
 
     rewards = [{"name": "llm_judge", "path": str(tiny_model_dir)}, {"name": "reward_model", "path": folders["a"]}]
     out = tmp_path / "run"

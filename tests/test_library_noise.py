@@ -1,4 +1,4 @@
-"""Issue 28, item 12: the library warnings every run printed are gone at their source (recipes.common.library_noise)
+"""Issue 28, item 12: the library warnings every run printed are gone at their source (recipes.common.training.library_noise)
 and the install asks only for extras that its packages provide."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from recipes.common import library_noise
+from recipes.common.training import library_noise
 from tests.conftest import REPO
 
 DEEPSPEED_PROBE = "Setting accelerator to CPU"

@@ -97,8 +97,8 @@ def test_the_recipes_parser_leaves_the_precision_to_loss_dtype(tmp_path, monkeyp
     """On a machine without a GPU the recipes' parser sets bf16 false when the config does not choose; a config
     with loss_dtype has chosen, and its `auto` decides (it was pre-empted, and ran fp32, before)."""
     from recipes import grpo
-    from recipes.common import config_defaults
-    from recipes.common.config import parse_recipe_args
+    from recipes.common.command_line import config_defaults
+    from recipes.common.command_line.config import parse_recipe_args
     from recipes.stages.grpo import sampling_dtype
 
     monkeypatch.setattr(config_defaults, "_accelerator_available", lambda: False)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.model.loading import SHIPPED_COLD_START
 
 LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
 LEVELS = ("token", "sequence")
@@ -28,7 +28,7 @@ def _config(cls, tmp_path, loss_type: str, level: str, **extra):
 def _build(trainer_cls, config_cls, tmp_path, loss_type, level, **extra):
     from datasets import Dataset
 
-    from recipes.common.model import load_tokenizer
+    from recipes.common.model.loading import load_tokenizer
     from tasks.synthetic import generate_rows
 
     def reward(completions, **kwargs):

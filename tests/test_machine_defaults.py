@@ -1,7 +1,7 @@
 """Issue 57, item 7: one truth about the defaults that differ by machine. At af1faae `grpo.py --help` on a CPU
 showed `gradient_checkpointing` and `dataloader_pin_memory` as True, where a CPU run turned the first off and
 kept the second on, so that torch warned on every run ("'pin_memory' argument is set as true but no accelerator
-is found"). recipes.common.config_defaults.WITHOUT_AN_ACCELERATOR is now the one list: the run applies it,
+is found"). recipes.common.command_line.config_defaults.WITHOUT_AN_ACCELERATOR is now the one list: the run applies it,
 --help shows the parser's defaults after it, and docs/options.md's table is held to it here."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import warnings
 import pytest
 import torch
 
-from recipes.common import config_defaults
-from recipes.common.help import default_of
+from recipes.common.command_line import config_defaults
+from recipes.common.command_line.help import default_of
 from tests.conftest import REPO
 
 RECIPES = ("sft", "grpo", "rejection_sampling", "distill", "reward_model")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from recipes.common.monitor import RLVRMonitor
+from recipes.common.training.monitor import RLVRMonitor
 
 
 def _lines(steps) -> str:

@@ -19,7 +19,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from recipes.common.config import CONFIG_DIR
+from recipes.common.command_line.config import CONFIG_DIR
 from tests.conftest import REPO
 
 TINY_RUN = [

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from recipes import grpo, sft
-from recipes.common import config, config_defaults
+from recipes.common.command_line import config, config_defaults
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))

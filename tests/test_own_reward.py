@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from recipes import grpo
-from recipes.common import config
+from recipes.common.command_line import config
 from rewards.registry import UnknownRewardError, get_reward, is_accuracy_reward
 from rewards.verdicts import score_completions
 

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from eval.decoding import global_sampler, sample_tokens
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.model.loading import SHIPPED_COLD_START
 from recipes.stages.grpo.partial_rollouts import RowPlan, continue_rows
 from tests.test_async_rollouts import _sequence_logps
 from tests.test_sampler_correction import _trainer

@@ -22,9 +22,9 @@ from basics.atomic_files import write_jsonl
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
 from recipes.common import held_out_eval as held_out
-from recipes.common.config import CONFIG_DIR, parse_recipe_args
-from recipes.common.model import ModelNotFoundError, adapter_base, resolve_model_path
-from recipes.common.sft_training import LossMaskError, as_prompt_completion
+from recipes.common.command_line.config import CONFIG_DIR, parse_recipe_args
+from recipes.common.model.loading import ModelNotFoundError, adapter_base, resolve_model_path
+from recipes.common.training.sft_step import LossMaskError, as_prompt_completion
 from recipes.stages.rejection_sampling import rounds
 from tasks.synthetic import generate_rows
 
@@ -53,7 +53,7 @@ def test_assistant_only_loss_with_a_template_without_markers_fails_before_loadin
     def no_model(*args, **kwargs):
         raise AssertionError("the model was loaded before the template was checked")
 
-    monkeypatch.setattr("recipes.common.sft_training.load_model", no_model)
+    monkeypatch.setattr("recipes.common.training.sft_step.load_model", no_model)
     with pytest.raises(LossMaskError, match="assistant_only_loss: false"):
         sft.main(*sft_args(smol_standin_dir, tmp_path / "out", "--assistant_only_loss", "true"))
 

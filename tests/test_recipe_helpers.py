@@ -8,7 +8,7 @@ import pytest
 from basics.atomic_files import write_json, write_jsonl
 from recipes.common import held_out_eval as held_out
 from recipes.common.fingerprint import SAMPLING_FIELDS, changes, sampling_fingerprint, stale
-from recipes.common.model import with_kv_cache
+from recipes.common.model.loading import with_kv_cache
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.rejection_sampling.arguments import RejectionSamplingArguments
 from recipes.stages.rejection_sampling.rounds import previously_solved, read_round

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.model.loading import SHIPPED_COLD_START
 from recipes.stages.grpo.reference_kl import REF_LOGPS, k3_kl, reference_kl
 from tests.test_sampler_correction import _trainer, three_completions
 
@@ -70,7 +70,7 @@ def _trainer_with_peft(tmp_path, peft_config, **options):
     """_trainer's run with a LoRA adapter made by TRL from `peft_config` (as recipes/grpo.py builds it)."""
     from datasets import Dataset
 
-    from recipes.common.model import load_tokenizer
+    from recipes.common.model.loading import load_tokenizer
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows

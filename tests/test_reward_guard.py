@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from recipes import grpo
-from recipes.common import config
-from recipes.common.monitor import RLVRMonitor
+from recipes.common.command_line import config
+from recipes.common.training.monitor import RLVRMonitor
 from rewards.guard import MIN_ROWS, RewardFailedError, check_scores, guarded
 from rewards.registry import register, unregister
 

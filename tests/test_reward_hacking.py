@@ -13,8 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 from recipes import grpo
-from recipes.common.config import parse_recipe_args
-from recipes.common.monitor import RLVRMonitor, fitted_change
+from recipes.common.command_line.config import parse_recipe_args
+from recipes.common.training.monitor import RLVRMonitor, fitted_change
 from tests.support.planted_reward_model import build_planted_reward_model
 
 COLD_START = grpo.Path(__file__).resolve().parents[1] / "recipes" / "assets" / "tiny-cold-start"

@@ -15,7 +15,7 @@ import pytest
 
 from basics.atomic_files import read_jsonl, write_jsonl
 from recipes import reward_model
-from recipes.common import config
+from recipes.common.command_line import config
 from recipes.stages.reward_model import training as orm_training
 from recipes.stages.reward_model.pairs import (
     agreement_metrics,

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from eval.decoding import global_sampler, sample_tokens
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.model.loading import SHIPPED_COLD_START
 from recipes.stages.grpo.sampler_correction import importance_sampling_ratio, mismatch_metrics
 
 MASK = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
@@ -88,7 +88,7 @@ def test_the_sampler_records_the_log_prob_each_token_was_drawn_with(temperature,
 def _trainer(tmp_path, temperature: float = 0.9, reward_funcs=None, rows: int = 6, levels=(1,), **options):
     from datasets import Dataset
 
-    from recipes.common.model import load_tokenizer
+    from recipes.common.model.loading import load_tokenizer
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows

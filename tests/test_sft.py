@@ -14,9 +14,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import ModelConfig, SFTConfig
 
 from recipes import sft
-from recipes.common.config import parse_recipe_args
-from recipes.common.model import ModelNotFoundError, resolve_model_path
-from recipes.common.sft_training import EOSTemplateError, check_eos_guarantee
+from recipes.common.command_line.config import parse_recipe_args
+from recipes.common.model.loading import ModelNotFoundError, resolve_model_path
+from recipes.common.training.sft_step import EOSTemplateError, check_eos_guarantee
 from tests.conftest import REPO
 
 
@@ -218,7 +218,7 @@ def test_assistant_template_joins_columns_into_the_assistant_turn():
 
 
 def test_model_config_overrides_extend_the_context_as_the_model_loads(tiny_model_dir):
-    from recipes.common.model import load_model
+    from recipes.common.model.loading import load_model
 
     _, training_args, model_args = short_run(tiny_model_dir, "unused")
     rope = {"rope_type": "default", "rope_theta": 300000.0}
@@ -234,7 +234,7 @@ def test_every_sft_and_data_recipe_config_parses():
 
     from recipes import distill
     from recipes import rejection_sampling as rs
-    from recipes.common.config import CONFIG_DIR
+    from recipes.common.command_line.config import CONFIG_DIR
 
     scripts = {"sft": sft.SFTScriptArguments, "rejection_sampling": rs.RejectionSamplingArguments}
     scripts["distill"] = distill.DistillScriptArguments

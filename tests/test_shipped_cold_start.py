@@ -10,7 +10,7 @@ import sys
 
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.model.loading import SHIPPED_COLD_START
 from tests.conftest import REPO
 
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from recipes import grpo
-from recipes.common.config import parse_recipe_args
-from recipes.common.monitor import without_run_summary
+from recipes.common.command_line.config import parse_recipe_args
+from recipes.common.training.monitor import without_run_summary
 from recipes.stages.grpo import step_timing
 from recipes.stages.grpo.step_timing import PHASES, TIMING_KEYS, StepTimer, matmul_peak_flops, step_flops
 from tests.conftest import REPO

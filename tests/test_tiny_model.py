@@ -10,7 +10,7 @@ import sys
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from recipes.common.tiny_model import TinyModelSpec, build_tiny_model, character_vocabulary
+from recipes.common.model.tiny import TinyModelSpec, build_tiny_model, character_vocabulary
 from tasks.synthetic import generate_rows
 from tests.conftest import REPO
 

@@ -1,4 +1,4 @@
-"""`--try_on_this_machine true` (recipes/common/try_here.py): every GRPO and SFT config of recipes/configs/<model>/,
+"""`--try_on_this_machine true` (recipes/common/command_line/try_here.py): every GRPO and SFT config of recipes/configs/<model>/,
 the GPU ones included, trains one step on this machine, offline, through the recipe's own command line.
 
 Each swap is said in the log, and what the cluster will run is left as the YAML has it: the loss, clip-higher,
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from recipes.common import config as recipe_config
-from recipes.common.config import CONFIG_DIR
-from recipes.common.try_here import TRY_DATASETS, TRY_SIZES, try_on_this_machine
+from recipes.common.command_line import config as recipe_config
+from recipes.common.command_line.config import CONFIG_DIR
+from recipes.common.command_line.try_here import TRY_DATASETS, TRY_SIZES, try_on_this_machine
 
 NOT_MODEL_FOLDERS = ("demo", "data_filters")
 
@@ -51,7 +51,7 @@ def stand_in_cache(tmp_path_factory):
 def logged(monkeypatch, caplog):
     """The recipes' own logging setup left out, so that caplog keeps the lines the option says."""
     monkeypatch.setattr(recipe_config, "setup_logging", lambda: None)
-    caplog.set_level(logging.INFO, logger="recipes.common.try_here")
+    caplog.set_level(logging.INFO, logger="recipes.common.command_line.try_here")
     return caplog
 
 
@@ -86,7 +86,11 @@ def test_the_config_trains_a_step_here(config, tmp_path, logged):
 
     card = json.loads((out / "run_card.json").read_text())
     assert card["final_step"] == 1
-    said = {record.getMessage().split()[1] for record in logged.records if record.name == "recipes.common.try_here"}
+    said = {
+        record.getMessage().split()[1]
+        for record in logged.records
+        if record.name == "recipes.common.command_line.try_here"
+    }
     assert expected_swaps(raw) <= said, f"swaps not said: {expected_swaps(raw) - said}"
     script, training, model = (card["config"][part] for part in ("script", "training", "model"))
     for name in ("loss_type", "epsilon_high", "beta", "scale_rewards", "dynamic_sampling", "max_length"):

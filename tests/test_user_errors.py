@@ -16,9 +16,9 @@ import yaml
 
 from eval import evaluate
 from recipes import distill, grpo, sft
-from recipes.common import config
 from recipes.common import held_out_eval as held_out
-from recipes.common.config import CONFIG_DIR
+from recipes.common.command_line import config
+from recipes.common.command_line.config import CONFIG_DIR
 from recipes.stages.distill import stages as distill_stages
 from tests.conftest import REPO
 
@@ -225,7 +225,7 @@ def test_eval_flag_mistakes_are_one_line_with_the_nearest_option(argv, expected,
 def test_a_run_too_short_to_leave_warm_up_is_warned_of(config, max_steps, expected, caplog):
     recipe = sft if config.endswith("sft.yaml") else grpo
     argv = ["--config", f"recipes/configs/{config}", "--max_steps", max_steps]
-    with caplog.at_level(logging.WARNING, logger="recipes.common.checks"):
+    with caplog.at_level(logging.WARNING, logger="recipes.common.command_line.checks"):
         _, training, _ = recipe.make_parser().parse_args(argv)
     warnings = [record.getMessage() for record in caplog.records if record.levelno >= logging.WARNING]
     assert any(all(part in warning for part in expected) for warning in warnings), warnings
@@ -233,7 +233,7 @@ def test_a_run_too_short_to_leave_warm_up_is_warned_of(config, max_steps, expect
 
 
 def test_the_configured_runs_leave_warm_up_without_a_warning(caplog):
-    with caplog.at_level(logging.WARNING, logger="recipes.common.checks"):
+    with caplog.at_level(logging.WARNING, logger="recipes.common.command_line.checks"):
         sft.make_parser().parse_args(["--config", "recipes/configs/smollm2-135m/sft.yaml"])
         grpo.make_parser().parse_args(["--config", "recipes/configs/smollm2-135m/dapo_lora.yaml"])
         grpo.make_parser().parse_args(["--max_steps", "2", "--lr_scheduler_type", "constant"])  # no warm-up at all

@@ -12,8 +12,8 @@ import pytest
 from eval import sampler as sampler_module
 from eval.sampler import resolve_backend
 from eval.sampling_options import SamplingOptions
-from recipes.common.checks import ConfigError
-from recipes.common.config import parse_recipe_args
+from recipes.common.command_line.checks import ConfigError
+from recipes.common.command_line.config import parse_recipe_args
 from recipes.stages.grpo.arguments import GRPOScriptArguments
 from recipes.stages.grpo.config import RLVRGRPOConfig
 
@@ -93,7 +93,7 @@ RECIPES_THAT_SAMPLE = [
 def no_vllm(monkeypatch):
     """vLLM not installed, whatever this environment has: what `find_spec` says is all the check reads. (And no
     logging handler set up on this test's captured stderr, which later tests of the worker would write to.)"""
-    from recipes.common import config
+    from recipes.common.command_line import config
 
     monkeypatch.setattr(config, "setup_logging", lambda: None)
     real = importlib.util.find_spec

@@ -49,7 +49,7 @@ QWEN_SYSTEM_PROMPT = "You are Qwen, created by Alibaba Cloud. You are a helpful 
 # The response template of transformers' parser (>= 5.13) needs this version; older ones only have `response_schema`.
 RESPONSE_TEMPLATE_TRANSFORMERS = "5.13.0.dev0"
 
-# The tiny model's own format (recipes/common/tiny_model.py) with tool calls and tool results added. A plain
+# The tiny model's own format (recipes/common/model/tiny.py) with tool calls and tool results added. A plain
 # conversation renders exactly as the model's own template renders it; the assistant's content, calls and EOS
 # are inside the generation markers (assistant-only loss trains the calls and the stop); each tool result is
 # its own turn, so that the template stays prefix-preserving however many results follow each other.

@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from recipes.common.tiny_model import build_tiny_model
+    from recipes.common.model.tiny import build_tiny_model
 
     torch.set_num_threads(args.threads)
     model_dir = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")

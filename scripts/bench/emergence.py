@@ -48,7 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 from basics.atomic_files import read_json, write_atomic  # noqa: E402
-from recipes.common.model import SHIPPED_COLD_START  # noqa: E402
+from recipes.common.model.loading import SHIPPED_COLD_START  # noqa: E402
 from scripts.bench.emergence_measures import EVAL_LEVELS, evaluate, write_plot, write_table  # noqa: E402
 from scripts.bench.sample_efficiency_runs import (  # noqa: E402
     CONFIGS,
@@ -323,8 +323,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def ensure_base(args) -> None:
-    """The untrained tiny base, built when missing at its own path (recipes.common.model.resolve_model_path)."""
-    from recipes.common.model import DEMO_MODEL_PATHS, ModelNotFoundError, resolve_model_path
+    """The untrained tiny base, built when missing at its own path (recipes.common.model.loading.resolve_model_path)."""
+    from recipes.common.model.loading import DEMO_MODEL_PATHS, ModelNotFoundError, resolve_model_path
 
     with contextlib.chdir(REPO):  # the demo's own path is relative to the checkout
         own = args.base == (REPO / DEMO_MODEL_PATHS["tiny"]).resolve()

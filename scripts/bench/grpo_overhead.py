@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     hf_logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
-    from recipes.common.model import resolve_model_path
+    from recipes.common.model.loading import resolve_model_path
 
     resolve_model_path(str(args.model), if_missing="cold_start")  # the demo's cold start, built when missing
     seconds: dict[str, list[float]] = {"ours": [], "bare": []}

@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"about {minutes:.0f} min on a 2-core machine", flush=True)  # fmt: skip
     if args.dry_run:
         return {"todo": starts + runs, "minutes": minutes}
-    from recipes.common.model import resolve_model_path
+    from recipes.common.model.loading import resolve_model_path
 
     resolve_model_path(str(args.model), if_missing="cold_start")  # the shipped cold start, copied when missing
     if "weak_start" in needed:  # the trap's weak start trains from the untrained tiny model, built when missing

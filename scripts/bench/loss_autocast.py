@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from transformers import AutoModelForCausalLM
 
-    from recipes.common.model import SHIPPED_COLD_START
+    from recipes.common.model.loading import SHIPPED_COLD_START
 
     model = AutoModelForCausalLM.from_pretrained(args.model or SHIPPED_COLD_START, dtype=torch.float32)
     if args.lora:

@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import demo_real  # noqa: E402
 from demo_real import CONFIGS, Job, evaluation, finished, recipe, run_jobs  # noqa: E402
 
-from recipes.common.monitor import without_run_summary  # noqa: E402
+from recipes.common.training.monitor import without_run_summary  # noqa: E402
 from scripts.bench.real_model_arms_report import write_report  # noqa: E402
 from scripts.bench.sample_efficiency_runs import rewards_flags  # noqa: E402
 

@@ -135,7 +135,7 @@ def run_recipe(root: Path, command: list[str], log: Path) -> dict:
 
 def step_records(path: Path) -> list[dict]:
     """metrics.jsonl's per-step records (the end-of-training summary left out, as a line or merged into the last)."""
-    from recipes.common.monitor import without_run_summary
+    from recipes.common.training.monitor import without_run_summary
 
     records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     return [kept for kept in map(without_run_summary, records) if kept]

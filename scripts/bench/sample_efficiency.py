@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"side: about {minutes:.0f} min on a 2-core machine (cost model: {COSTS})", flush=True)  # fmt: skip
     if args.dry_run:
         return {"todo": todo, "minutes": minutes}
-    from recipes.common.model import resolve_model_path
+    from recipes.common.model.loading import resolve_model_path
 
     resolve_model_path(str(args.model), if_missing="cold_start")  # the demo's cold start, built when missing
     args.output_dir.mkdir(parents=True, exist_ok=True)

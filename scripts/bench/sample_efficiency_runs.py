@@ -234,7 +234,7 @@ def evaluate(model_dir: Path, tokenizer, rows: list[dict], args) -> dict:
 
 def checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """(step, folder) of every saved checkpoint, and the final model when its step has no checkpoint."""
-    from recipes.common.checkpoint_folders import checkpoint_folders, checkpoint_step
+    from recipes.common.checkpoints.folders import checkpoint_folders, checkpoint_step
 
     found = {checkpoint_step(path): path for path in checkpoint_folders(run_dir)}
     card = json.loads((run_dir / "run_card.json").read_text())

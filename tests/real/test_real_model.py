@@ -18,7 +18,7 @@ from trl import ModelConfig, SFTConfig
 
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
-from recipes.common.config import CONFIG_DIR, parse_recipe_args
+from recipes.common.command_line.config import CONFIG_DIR, parse_recipe_args
 from scripts.offline_models import MARKER, OFFLINE_MODELS, get_offline_model
 from tests.conftest import REPO
 

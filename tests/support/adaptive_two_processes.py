@@ -25,8 +25,8 @@ def main(model_dir: str, out: str) -> None:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, TrainerCallback
 
-    from recipes.common.model import load_tokenizer
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.common.model.loading import load_tokenizer
+    from recipes.common.training.monitor import RLVRMonitor
     from recipes.stages.grpo.config import RLVRGRPOConfig
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from tasks.synthetic import generate_rows
@@ -66,10 +66,10 @@ def main(model_dir: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    from recipes.common.process_end import end_process_group, exit_without_teardown
+    from recipes.common.command_line.process_end import end_process_group, exit_without_teardown
 
     main(*sys.argv[1:3])
-    # as a recipe ends (recipes.common.config.run_recipe_cli): a gloo group alive at the interpreter's teardown
+    # as a recipe ends (recipes.common.command_line.config.run_recipe_cli): a gloo group alive at the interpreter's teardown
     # aborted a finished process in one CI run ("terminate called without an active exception", exit -6)
     if end_process_group():
         exit_without_teardown(0)

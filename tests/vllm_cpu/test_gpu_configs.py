@@ -19,8 +19,8 @@ import pytest
 import torch
 import yaml
 
-from recipes.common.config import CONFIG_DIR
-from recipes.common.model import SHIPPED_COLD_START
+from recipes.common.command_line.config import CONFIG_DIR
+from recipes.common.model.loading import SHIPPED_COLD_START
 from tests.conftest import save_standin
 
 pytestmark = pytest.mark.vllm

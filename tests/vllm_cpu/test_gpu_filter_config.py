@@ -15,7 +15,7 @@ import json
 import pytest
 import yaml
 
-from recipes.common.config import CONFIG_DIR
+from recipes.common.command_line.config import CONFIG_DIR
 from tests.conftest import REPO
 from tests.vllm_cpu.test_vllm_cpu import run
 

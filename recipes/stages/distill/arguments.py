@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from basics.option_values import mapping_option
-from recipes.common.model import DemoModelArguments
+from recipes.common.model.loading import DemoModelArguments
 from recipes.common.traces import TraceArguments
 from tasks.schema import DataArguments
 
@@ -27,7 +27,7 @@ class DistillScriptArguments(TraceArguments, DemoModelArguments, DataArguments):
     student_spec: dict | str | None = field(
         default=None,
         metadata={
-            "help": "Build a fresh tiny student with this architecture (recipes.common.tiny_model.TinyModelSpec "
+            "help": "Build a fresh tiny student with this architecture (recipes.common.model.tiny.TinyModelSpec "
             "fields, e.g. {hidden_size: 64, intermediate_size: 256}) instead of loading model_name_or_path."
         },
     )
@@ -63,7 +63,7 @@ class DistillScriptArguments(TraceArguments, DemoModelArguments, DataArguments):
         if not self.teacher_model_name_or_path:
             raise ValueError("teacher_model_name_or_path is required: the model whose reasoning is distilled")
         if self.student_spec is not None:
-            from recipes.common.tiny_model import TinyModelSpec
+            from recipes.common.model.tiny import TinyModelSpec
 
             known = {f.name for f in fields(TinyModelSpec)}
             unknown = sorted(set(self.student_spec) - known)

@@ -15,15 +15,15 @@ from dataclasses import fields
 from pathlib import Path
 
 from basics.atomic_files import read_json, read_jsonl, write_json, write_jsonl
-from recipes.common.checkpoints import train_resuming
-from recipes.common.checks import ConfigError, validate_config
+from recipes.common.checkpoints.resume import train_resuming
+from recipes.common.command_line.checks import ConfigError, validate_config
 from recipes.common.data import kept_rows_as_conversations
 from recipes.common.fingerprint import TRAINING_FIELDS, changes, fields_of, path_identity, sampling_fingerprint, stale
 from recipes.common.held_out_eval import evaluate_pass_at_1
-from recipes.common.model import load_model, load_tokenizer, save_trainer_for_inference, with_kv_cache
+from recipes.common.model.loading import load_model, load_tokenizer, save_trainer_for_inference, with_kv_cache
 from recipes.common.run_card import write_run_card
-from recipes.common.sft_training import train_sft
 from recipes.common.traces import collect_traces, make_trace_sampler
+from recipes.common.training.sft_step import train_sft
 
 logger = logging.getLogger(__name__)
 

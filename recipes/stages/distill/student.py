@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from recipes.common.model import resolve_model_path, save_model_for_inference
+from recipes.common.model.loading import resolve_model_path, save_model_for_inference
 from tasks.schema import load_rows
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ def build_student(spec: dict, output_dir: Path, seed: int, teacher_tokenizer) ->
     """A fresh tiny model of architecture `spec`; refused when the teacher's tokenizer is not the tiny one."""
     from transformers import AutoTokenizer
 
-    from recipes.common.tiny_model import TinyModelSpec, build_tiny_model
+    from recipes.common.model.tiny import TinyModelSpec, build_tiny_model
 
     if not (output_dir / "config.json").is_file():
         build_tiny_model(output_dir, seed=seed, spec=TinyModelSpec(**spec))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recipes.common.model import DemoModelArguments
-from recipes.common.try_here import TryOnThisMachineArguments
+from recipes.common.command_line.try_here import TryOnThisMachineArguments
+from recipes.common.model.loading import DemoModelArguments
 from tasks.schema import DataArguments
 
 
@@ -80,7 +80,7 @@ class GRPOScriptArguments(TryOnThisMachineArguments, DemoModelArguments, DataArg
             raise ValueError(f"monitor_hacking_margin must be >= 0, got {self.monitor_hacking_margin}")
 
     def check_with(self, *configs) -> None:
-        """The trainer config's `variance_rewards` names rewards of this list (recipes.common.checks runs this
+        """The trainer config's `variance_rewards` names rewards of this list (recipes.common.command_line.checks runs this
         once every dataclass of the recipe is parsed, before anything loads)."""
         from recipes.stages.grpo.config import VARIANCE_FROM_SUM
 

@@ -30,7 +30,7 @@ COMPLETION_COLUMNS = (
 
 
 # Generation keyword arguments eval.decoding already honours: the recipes set use_cache=True for TRL's generate
-# (recipes.common.model.with_kv_cache), and eval.decoding always samples with a KV cache.
+# (recipes.common.model.loading.with_kv_cache), and eval.decoding always samples with a KV cache.
 SERVED_KWARGS = {"use_cache": True}
 
 

@@ -4,7 +4,7 @@ trains on, logged, and never part of the advantages or the loss.
 A learned reward (a reward model, an LLM judge: rewards.learned.reward_models, rewards.learned.llm_judge) is a proxy; RL pushes the policy
 to where the proxy is wrong (Gao et al. 2023). `gold_rewards: [math_accuracy]` measures that on every batch:
 each log has `gold/<name>` (the mean gold reward) beside `proxy/<name>` and `proxy/reward` (the weighted sum
-the advantages come from), and recipes.common.monitor warns, or stops the run, when they part.
+the advantages come from), and recipes.common.training.monitor warns, or stops the run, when they part.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from recipes.common.model import load_model, load_tokenizer, resolve_model_path, with_kv_cache
+from recipes.common.model.loading import load_model, load_tokenizer, resolve_model_path, with_kv_cache
 from recipes.stages.grpo.arguments import GRPOScriptArguments
 from recipes.stages.grpo.held_out import held_out_data_args, without_training_problems
 from tasks.schema import load_rows
@@ -31,7 +31,7 @@ def distributed_setup(accelerator) -> dict:
 
 
 def set_generation_kv_cache(training_args) -> None:
-    """Generate with the KV cache during GRPO training (see recipes.common.model.with_kv_cache). Not with vLLM:
+    """Generate with the KV cache during GRPO training (see recipes.common.model.loading.with_kv_cache). Not with vLLM:
     TRL hands generation_kwargs to vLLM's SamplingParams, which refuses `use_cache` (and always caches)."""
     if not training_args.use_vllm:
         training_args.generation_kwargs = with_kv_cache(training_args.generation_kwargs)
@@ -82,8 +82,8 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
     """
     from trl import get_peft_config
 
-    from recipes.common.library_noise import quiet_library_noise
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.common.training.library_noise import quiet_library_noise
+    from recipes.common.training.monitor import RLVRMonitor
     from recipes.stages.grpo.trainer import RLVRGRPOTrainer
     from rewards import accuracy_reward_names, build_rewards
 

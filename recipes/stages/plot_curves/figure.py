@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from recipes.common.monitor import check_metrics, curves, logged_metrics, read_records
+from recipes.common.training.monitor import check_metrics, curves, logged_metrics, read_records
 
 # held-out pass@1 every eval_steps (recipes.stages.grpo.held_out) is drawn with its interval as a band; the clip
 # ratios are TRL's (how often the ratio hit 1 - epsilon, low, and 1 + epsilon_high, high): a collapse's trace

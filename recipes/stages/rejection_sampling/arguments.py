@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from recipes.common.model import DemoModelArguments
+from recipes.common.model.loading import DemoModelArguments
 from recipes.common.traces import DEFAULT_HINT, TraceArguments
 from tasks.schema import DataArguments
 

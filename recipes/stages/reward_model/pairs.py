@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass, field
 
 from eval.sampling_options import SamplingOptions
-from recipes.common.model import DemoModelArguments
+from recipes.common.model.loading import DemoModelArguments
 from recipes.common.traces import completion_key
 from tasks.data_arguments import DataArguments
 

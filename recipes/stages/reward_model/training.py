@@ -95,8 +95,8 @@ def train_orm(base_path: str, pairs: list[dict], training_args, model_args, merg
     from trl import RewardTrainer, get_peft_config
     from trl.trainer.reward_trainer import DataCollatorForPreference
 
-    from recipes.common.checkpoints import train_resuming
-    from recipes.common.model import (
+    from recipes.common.checkpoints.resume import train_resuming
+    from recipes.common.model.loading import (
         adapter_base,
         load_model,
         load_tokenizer,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from basics.option_values import mapping_option
-from recipes.common.model import DemoModelArguments
-from recipes.common.try_here import TryOnThisMachineArguments
+from recipes.common.command_line.try_here import TryOnThisMachineArguments
+from recipes.common.model.loading import DemoModelArguments
 from tasks.schema import DataArguments
 
 

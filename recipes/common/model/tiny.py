@@ -152,7 +152,7 @@ def build_tiny_model(output_dir: str | Path, seed: int = 0, spec: TinyModelSpec 
 
 # SmolLM2-135M-Instruct's tokenizer and chat template (Apache-2.0; see its README): a real 49k BPE vocabulary
 # with <|im_start|> and <|im_end|>, the tokens of the chat templates of the Qwen2.5 family too.
-SMOLLM2_TOKENIZER = Path(__file__).resolve().parents[1] / "assets" / "smollm2-tokenizer"
+SMOLLM2_TOKENIZER = Path(__file__).resolve().parents[2] / "assets" / "smollm2-tokenizer"
 
 
 def save_stand_in(target: str | Path, tokenizer, config_class, model_class, **sizes) -> Path:

@@ -72,12 +72,12 @@ def adapter_base(path: str | Path) -> str | None:
 # first for 15-20 minutes on 2 cores, which no `--max_steps` on the command line would have shortened.
 # Its run_card.json records the command, the config and the library versions; recipes/assets/README.md says how
 # it was made and how to remake it.
-SHIPPED_COLD_START = Path(__file__).resolve().parents[1] / "assets" / "tiny-cold-start"
+SHIPPED_COLD_START = Path(__file__).resolve().parents[2] / "assets" / "tiny-cold-start"
 
 
 def _build_demo_model(kind: str, path: Path) -> str:
     if kind == "tiny":
-        from recipes.common.tiny_model import build_tiny_model
+        from recipes.common.model.tiny import build_tiny_model
 
         logger.warning(
             "%s does not exist: it is the demo's own tiny path, so the tiny base is built now (seconds)", path

@@ -7,7 +7,7 @@ only what this machine cannot run, each change in one log line, and leaves every
 run it:
 
 * the model: kept where it names a local folder (a given `--model_name_or_path` wins), else a small stand-in
-  of the config's family (recipes.common.tiny_model.save_stand_in: a random 2-layer model with SmolLM2's
+  of the config's family (recipes.common.model.tiny.save_stand_in: a random 2-layer model with SmolLM2's
   tokenizer and the family's chat template as TRL ships it), built once per family into a cache folder;
 * the data: a Hub dataset is replaced by the handful of rows recipes/assets/try-datasets/ ships for it, with
   the columns the configs read (a name with no shipped rows is kept, and said);
@@ -32,7 +32,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 OPTION = "try_on_this_machine"
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 TRY_DATASETS = ASSETS / "try-datasets"  # <hub owner>__<name>.jsonl: a few rows with the Hub set's columns
 
 # What a 2-core CPU trains a step of in seconds: an upper bound for each, a config's smaller value is kept.
@@ -96,7 +96,7 @@ STAND_IN_SIZES = {
 
 def _flag(argv: list[str], name: str) -> tuple[int, int, str | None] | None:
     """(start, end, value) of `--name VALUE`, `--name=VALUE` or a bare `--name` (value None) in argv; else None."""
-    from recipes.common.config_defaults import flag_name
+    from recipes.common.command_line.config_defaults import flag_name
 
     for index, token in enumerate(argv):
         if flag_name(token) != name:
@@ -141,7 +141,7 @@ def stand_in(family: Family) -> Path:
     from transformers import AutoTokenizer
 
     from basics.atomic_files import write_atomic
-    from recipes.common.tiny_model import SMOLLM2_TOKENIZER, save_stand_in
+    from recipes.common.model.tiny import SMOLLM2_TOKENIZER, save_stand_in
 
     target = cache_dir() / "stand-ins" / f"{family.name}-h{STAND_IN_SIZES['hidden_size']}"
     if (target / ".built").is_file():
@@ -166,7 +166,7 @@ def _say(option: str, old, new, why: str) -> None:
 
 
 def _defaults(dataclass_types: tuple) -> dict:
-    from recipes.common.help import default_of
+    from recipes.common.command_line.help import default_of
 
     return {item.name: default_of(item) for kind in dataclass_types for item in dataclasses.fields(kind)}
 
@@ -178,7 +178,7 @@ def _installed(module: str) -> bool:
 def try_on_this_machine(config: dict, argv: list[str], dataclass_types: tuple, config_path: Path | None) -> list[str]:
     """Where the option is asked for, the YAML mapping changed as the module's docstring says and each change
     logged; returns argv without the model or dataset flag it replaced. Else config and argv as they were."""
-    from recipes.common.config_defaults import machine_defaults
+    from recipes.common.command_line.config_defaults import machine_defaults
 
     defaults = _defaults(dataclass_types)
     if OPTION not in defaults or {"-h", "--help"} & set(argv) or not asked_to_try(config, argv):

@@ -23,7 +23,7 @@ has stopped learning.
 Every numeric key TRL logs lands in metrics.jsonl, among them the step's time split, token counts and
 FLOP/s (`timing_s/*`, `tokens/*`, `perf/*`: recipes.stages.grpo.step_timing). Warnings go to the log and into the
 run card; metrics.jsonl is written whatever `report_to` says. SFT runs
-(recipes.common.sft_training) write their metrics.jsonl through this callback too, so that every run can be
+(recipes.common.training.sft_step) write their metrics.jsonl through this callback too, so that every run can be
 plotted without a checkpoint; the checks read GRPO's metrics only and stay silent there.
 """
 
@@ -38,7 +38,7 @@ from transformers import TrainerCallback
 
 from basics.atomic_files import write_atomic
 from basics.did_you_mean import did_you_mean
-from recipes.common.checkpoint_folders import TRAINER_STATE, checkpoint_folders
+from recipes.common.checkpoints.folders import TRAINER_STATE, checkpoint_folders
 
 logger = logging.getLogger(__name__)
 

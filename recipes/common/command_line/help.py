@@ -6,7 +6,7 @@ values shown as the defaults (which a config of the user's own does not get). He
 recipe's own description and how to give a config; the options come in groups, this repository's first: the
 recipe's own dataclass, then what this repository adds to TRL's training config, then TRL's and
 transformers' options, then the model's; and the defaults are those a config of your own gets on this
-machine (recipes.common.config skips the embedded default for --help; recipes.common.config_defaults sets those
+machine (recipes.common.command_line.config skips the embedded default for --help; recipes.common.command_line.config_defaults sets those
 that differ on a machine without an accelerator, and `machine_defaults_table` writes them for docs/options.md).
 """
 
@@ -84,8 +84,8 @@ def default_of(field: dataclasses.Field):
 
 def machine_defaults_table() -> list[str]:
     """docs/options.md's table of the options whose default differs by machine, written from the list the run
-    applies (recipes.common.config_defaults.WITHOUT_AN_ACCELERATOR), so the page cannot say otherwise."""
-    from recipes.common.config_defaults import WITHOUT_AN_ACCELERATOR
+    applies (recipes.common.command_line.config_defaults.WITHOUT_AN_ACCELERATOR), so the page cannot say otherwise."""
+    from recipes.common.command_line.config_defaults import WITHOUT_AN_ACCELERATOR
 
     lines = ["| option | on a GPU | without an accelerator (no CUDA, XPU or MPS) | why |", "|---|---|---|---|"]
     for default in WITHOUT_AN_ACCELERATOR:
@@ -99,7 +99,7 @@ def organise(parser, dataclass_types: tuple, description: str | None, default_co
     groups of `option_groups`, in that order."""
     import argparse
 
-    from recipes.common.config_defaults import machine_defaults
+    from recipes.common.command_line.config_defaults import machine_defaults
 
     summary = (description or "").strip()
     changed = [default.option for default in machine_defaults()]

@@ -16,7 +16,7 @@ import re
 import weakref
 from pathlib import Path
 
-from recipes.common.checkpoint_folders import newest_checkpoint
+from recipes.common.checkpoints.folders import newest_checkpoint
 
 INTERRUPTED_EXIT_CODE = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
@@ -96,7 +96,7 @@ class TiedWeightsNote(logging.Filter):
 
 def note_tied_weights_on_resume(model) -> None:
     """While `model` resumes from a checkpoint, its tied weights are not reported missing (`TiedWeightsNote`);
-    called by recipes.common.checkpoints.resume_point with the trainer's model, replacing an earlier note."""
+    called by recipes.common.checkpoints.resume.resume_point with the trainer's model, replacing an earlier note."""
     trainer_logger = logging.getLogger(TRAINER_LOGGER)
     for existing in [item for item in trainer_logger.filters if isinstance(item, TiedWeightsNote)]:
         trainer_logger.removeFilter(existing)

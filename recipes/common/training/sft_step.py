@@ -6,7 +6,7 @@ an assistant turn with EOS, load the model, train with TRL's SFTTrainer (loss on
 when the config says so, packing and LoRA as the config says), resume from a checkpoint when asked,
 save a model that generates with its KV cache (merged when LoRA was used and a plain model is wanted),
 the tokenizer and a run card. Every logged number goes to `<output_dir>/metrics.jsonl` through the GRPO
-runs' monitor (recipes.common.monitor), so `python -m recipes.plot_curves` draws an SFT run whatever
+runs' monitor (recipes.common.training.monitor), so `python -m recipes.plot_curves` draws an SFT run whatever
 `save_strategy` and `report_to` say.
 """
 
@@ -16,8 +16,8 @@ import copy
 import logging
 from pathlib import Path
 
-from recipes.common.checkpoints import train_resuming
-from recipes.common.model import load_model, load_tokenizer, save_trainer_for_inference
+from recipes.common.checkpoints.resume import train_resuming
+from recipes.common.model.loading import load_model, load_tokenizer, save_trainer_for_inference
 from recipes.common.run_card import write_run_card
 
 logger = logging.getLogger(__name__)
@@ -139,8 +139,8 @@ def train_sft(
     from transformers import set_seed
     from trl import SFTTrainer, get_peft_config
 
-    from recipes.common.library_noise import quiet_library_noise
-    from recipes.common.monitor import RLVRMonitor
+    from recipes.common.training.library_noise import quiet_library_noise
+    from recipes.common.training.monitor import RLVRMonitor
 
     quiet_library_noise()
     if output_dir is not None:

@@ -3,7 +3,7 @@
 Why: a mistake found after the model loads and the first generation costs minutes on a 7B model, and a
 launch that silently runs as one process (or as N independent trainings writing into one folder) costs a
 whole run. Every check here ends in a `ConfigError` whose message names the option and the fix; the
-command line turns it into one line and exit code 2 (recipes.common.config.run_recipe_cli).
+command line turns it into one line and exit code 2 (recipes.common.command_line.config.run_recipe_cli).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def launched_processes() -> tuple[int, bool]:
 
 
 RELAUNCHED = "RLVR_RELAUNCHED"  # set in a launch this module started again; it is not started a third time
-MULTI_CPU_CONFIG = Path(__file__).resolve().parents[1] / "accelerate" / "multi_cpu.yaml"
+MULTI_CPU_CONFIG = Path(__file__).resolve().parents[2] / "accelerate" / "multi_cpu.yaml"
 
 
 def _launcher_processes() -> tuple[int | None, list[str]]:
@@ -248,7 +248,7 @@ def _check_holds_a_checkpoint(folder: str, output_dir: str | None) -> None:
     """A path given to resume from must be a checkpoint: a folder the Trainer wrote its state into. Why: a run's
     output_dir (or any other folder) given here ended in transformers' "Can't find a valid checkpoint" traceback
     after the model had loaded. One line naming what was looked for and the checkpoints that do exist."""
-    from recipes.common.checkpoint_folders import TRAINER_STATE, complete_checkpoints
+    from recipes.common.checkpoints.folders import TRAINER_STATE, complete_checkpoints
 
     if (Path(folder) / TRAINER_STATE).is_file():
         return
@@ -268,8 +268,7 @@ def _check_holds_a_checkpoint(folder: str, output_dir: str | None) -> None:
 
 def _check_not_damaged(checkpoint: str) -> None:
     """One line naming the damaged file and the newest checkpoint before it that reads to its end."""
-    from recipes.common.checkpoint_folders import complete_checkpoints
-    from recipes.common.checkpoints import damage
+    from recipes.common.checkpoints.folders import complete_checkpoints, damage
 
     problem = damage(checkpoint)
     if problem is None:

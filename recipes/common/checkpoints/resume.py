@@ -3,9 +3,9 @@
 `resume_from_checkpoint true` (or `last`) continues from the newest checkpoint in output_dir, and starts
 afresh, saying so, when there is none yet: the same command then serves the first launch and every
 relaunch of a preemptible job. A checkpoint cut short while being written is skipped, and so is one whose
-weight or state files are damaged (a file cut short by a full disk or an interrupted copy: `damage`), the
-warning naming the file; the one before it is taken. A path is taken as given, once recipes.common.checks
-has checked that it exists and is not damaged.
+weight or state files are damaged (a file cut short by a full disk or an interrupted copy:
+recipes.common.checkpoints.folders.damage), the warning naming the file; the one before it is taken. A path is
+taken as given, once recipes.common.command_line.checks has checked that it exists and is not damaged.
 """
 
 from __future__ import annotations
@@ -15,73 +15,10 @@ import logging
 from pathlib import Path
 
 from recipes.common import trl_private
-from recipes.common.checkpoint_folders import TRAINER_STATE, checkpoint_step, complete_checkpoints, newest_checkpoint
-from recipes.common.interrupt import note_tied_weights_on_resume
+from recipes.common.checkpoints.folders import TRAINER_STATE, complete_checkpoint_at_or_before, last_complete_checkpoint
+from recipes.common.checkpoints.interrupt import note_tied_weights_on_resume
 
 logger = logging.getLogger(__name__)
-
-
-def last_complete_checkpoint(output_dir: str | Path, warn: bool = True) -> str | None:
-    """The highest `checkpoint-N` directly in `output_dir` that was written to the end, or None.
-
-    What this adds to transformers' `get_last_checkpoint`: that one takes the highest N even when the run was
-    stopped (Ctrl-C, preemption) while writing it, and resuming from it then fails. The Trainer writes
-    trainer_state.json last, so a checkpoint without it is skipped, and the one before it is taken. `warn=False`
-    for a look ahead of the resume itself (finished_run), so that what was skipped is said once, by the resume.
-    """
-    newest, cut_short = newest_checkpoint(output_dir, depth=1)
-    if cut_short is not None and warn:
-        logger.warning("%s was cut short while being written (no %s): not resumed from", cut_short, TRAINER_STATE)
-    if newest is None:
-        return None
-    for checkpoint in complete_checkpoints(output_dir, up_to=newest):  # newest first
-        problem = damage(checkpoint)
-        if problem is None:
-            return str(checkpoint)
-        if warn:
-            logger.warning("%s is damaged (%s): not resumed from; trying the checkpoint before it", checkpoint, problem)
-    return None
-
-
-def damage(checkpoint: str | Path) -> str | None:
-    """What is wrong with a checkpoint's weight and state files, in words, or None when each reads to its end.
-
-    Why: a `model.safetensors` cut short made the resume end in a safetensors traceback that named neither the
-    file nor a checkpoint that would load. Read here: each safetensors file's header and the length its
-    tensors need (no tensor is loaded), and the zip directory at the end of each torch file (optimizer.pt,
-    rng states, pytorch_model.bin), which a file cut short has lost."""
-    import zipfile
-
-    folder = Path(checkpoint)
-    for path in sorted(folder.glob("*.safetensors")):
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            head = handle.read(8)
-            length = int.from_bytes(head, "little") if len(head) == 8 else None
-            if length is None or 8 + length > size:
-                return f"{path.name} is cut short: {size} bytes, not even its header"
-            try:
-                header = json.loads(handle.read(length))
-                needed = (
-                    8
-                    + length
-                    + max(
-                        (entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0
-                    )
-                )
-            except (ValueError, KeyError, TypeError, IndexError):
-                return f"{path.name} has an unreadable header"
-        if size < needed:
-            return f"{path.name} is cut short: {size} of its {needed} bytes"
-    for path in sorted([*folder.glob("*.pt"), *folder.glob("*.pth"), *folder.glob("*.bin")]):
-        with path.open("rb") as handle:
-            if handle.read(2) != b"PK":
-                continue  # not a zip: an older torch format, not checked
-        try:
-            zipfile.ZipFile(path).close()
-        except (zipfile.BadZipFile, OSError) as error:
-            return f"{path.name} cannot be read ({error}): it was cut short"
-    return None
 
 
 def resume_point(training_args, output_dir: str, model=None) -> str | None:
@@ -163,16 +100,10 @@ def train_resuming(trainer, training_args, output_dir: str | Path):
     return trainer.train(resume_from_checkpoint=resume_point(training_args, str(output_dir), trainer.model))
 
 
-def complete_checkpoint_at_or_before(output_dir: str | Path, step: int) -> str | None:
-    """The highest complete `checkpoint-N` in `output_dir` with N <= `step` (written to the end), or None."""
-    earlier = [folder for folder in complete_checkpoints(output_dir) if checkpoint_step(folder) <= step]
-    return str(earlier[0]) if earlier else None
-
-
 def restore_before_divergence(trainer, output_dir: str | Path, hacking: dict) -> str | None:
-    """After a stop on suspected reward hacking (recipes.common.monitor), load into `trainer.model` the weights
-    of the last complete checkpoint saved at or before the step the divergence began, so that the model saved
-    next is that one; returns its path, or None (then the weights stay as they were at the stop, and a warning
+    """After a stop on suspected reward hacking (recipes.common.training.monitor), load into `trainer.model` the
+    weights of the last complete checkpoint saved at or before the step the divergence began, so that the model
+    saved next is that one; returns its path, or None (then the weights stay as they were at the stop, and a warning
     says so: no checkpoint was that old, or save_total_limit had deleted it)."""
     start = hacking["diverged_from"]
     checkpoint = complete_checkpoint_at_or_before(output_dir, start)

@@ -9,7 +9,7 @@ parameter); and activation recomputation under transformers 5's name whichever n
 
 `WITHOUT_AN_ACCELERATOR` is the one list of what differs by machine: the run applies it here, `--help` shows its
 values because it shows the parser's defaults after this, and docs/options.md's table is written from it
-(recipes.common.help) and held to it by tests/test_machine_defaults.py.
+(recipes.common.command_line.help) and held to it by tests/test_machine_defaults.py.
 """
 
 from __future__ import annotations

@@ -5,10 +5,10 @@ Every recipe parses `TrlParser((OurScriptArguments, TrlTrainerConfig, ModelConfi
 `--config` gets its embedded default (a YAML under recipes/configs/demo/ that trains the tiny model
 on the synthetic task), so `python recipes/sft.py` works on a fresh clone with no Hub access; nested
 options (`--rewards`, `--curriculum`, `--on_policy`) are YAML on the command line, merged into the
-YAML's mapping; and the launch and the whole config are checked (recipes.common.checks) before anything
+YAML's mapping; and the launch and the whole config are checked (recipes.common.command_line.checks) before anything
 loads, a mistake being one line and exit code 2 (`run_recipe_cli`): a misspelled flag or YAML key is
 named with the nearest option (no prefix matching: `--max_step` is not taken for `--max_steps`), and Ctrl-C
-ends in one line that says where the last checkpoint is and how to resume (recipes.common.interrupt).
+ends in one line that says where the last checkpoint is and how to resume (recipes.common.checkpoints.interrupt).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from pathlib import Path
 
 from basics.did_you_mean import did_you_mean
 from basics.option_values import yaml_numbers
-from recipes.common.checkpoints import finished_run
-from recipes.common.checks import ConfigError, check_launch, validate_config
-from recipes.common.config_defaults import checkpointing_by_its_new_name, ddp_defaults, device_defaults
-from recipes.common.try_here import try_on_this_machine
+from recipes.common.checkpoints.resume import finished_run
+from recipes.common.command_line.checks import ConfigError, check_launch, validate_config
+from recipes.common.command_line.config_defaults import checkpointing_by_its_new_name, ddp_defaults, device_defaults
+from recipes.common.command_line.try_here import try_on_this_machine
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 logger = logging.getLogger(__name__)
 
@@ -149,8 +149,8 @@ def _one_line_parser(dataclass_types: tuple, description: str | None = None, def
     for action in parser._actions:
         if getattr(action.type, "__name__", "") == "string_to_bool" and action.nargs is None:
             action.nargs, action.const = "?", True
-    if default_config is not None:  # the recipes' command lines: --help as recipes/common/help.py says
-        from recipes.common.help import organise
+    if default_config is not None:  # the recipes' command lines: --help as recipes/common/command_line/help.py says
+        from recipes.common.command_line.help import organise
 
         organise(parser, dataclass_types, description, default_config)
     return parser
@@ -196,9 +196,9 @@ def parse_recipe_args(
     `default_config` is a path relative to recipes/configs/ (or absolute). What this adds to TrlParser: nested
     options (`--rewards`, `--curriculum`, `--on_policy` ...) are YAML/JSON on the command line and a mapping is
     merged into the YAML's, not put in its place; negative numbers are values, not flags; a multi-process
-    launch without a GPU trains with gloo (recipes.common.checks.check_launch); on a machine without an
+    launch without a GPU trains with gloo (recipes.common.command_line.checks.check_launch); on a machine without an
     accelerator a config that leaves bf16, activation recomputation and pinned memory unset gets them off
-    (recipes.common.config_defaults.WITHOUT_AN_ACCELERATOR), not TRL's GPU defaults; and the whole config,
+    (recipes.common.command_line.config_defaults.WITHOUT_AN_ACCELERATOR), not TRL's GPU defaults; and the whole config,
     TRL's fields included, is checked before anything loads (`ConfigError`, a ValueError, on a mistake).
     """
     import yaml
@@ -260,7 +260,7 @@ def run_recipe(main, parsed_args: tuple, user_errors: tuple = ()):
     Known input mistakes: a model or dataset that cannot be found, a row that breaks the schema, a config
     value, and the recipe's own `user_errors`. Anything else is a bug and keeps its traceback.
     """
-    from recipes.common.model import ModelNotFoundError
+    from recipes.common.model.loading import ModelNotFoundError
     from rewards.guard import RewardFailedError
     from rewards.registry import RewardConfigError
     from tasks.schema import DatasetNotFoundError, SchemaError
@@ -290,9 +290,9 @@ def run_recipe_cli(
 
     Ctrl-C ends with one line naming the last checkpoint and the flag that resumes from it, exit code 130.
     """
-    from recipes.common.interrupt import INTERRUPTED_EXIT_CODE, interrupted_message
-    from recipes.common.library_noise import quiet_library_noise
-    from recipes.common.process_end import end_process_group, exit_without_teardown
+    from recipes.common.checkpoints.interrupt import INTERRUPTED_EXIT_CODE, interrupted_message
+    from recipes.common.command_line.process_end import end_process_group, exit_without_teardown
+    from recipes.common.training.library_noise import quiet_library_noise
 
     setup_logging()
     quiet_library_noise()  # before anything loads or saves a model (the tiny base built on demand does both)
