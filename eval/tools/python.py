@@ -71,6 +71,7 @@ class PythonSession:
         self.max_output_chars, self.max_cells, self.max_replay_cpu_s = max_output_chars, max_cells, max_replay_cpu_s
         self.sandbox_options = {"max_output_bytes": max(65536, 8 * max_output_chars), **sandbox_options}
         self._lock = threading.Lock()  # one call at a time: a cell runs on the state its predecessors left
+        self.last_call_failed = False  # the last call raised, timed out, ran out of memory or failed to run
         self.reset()
 
     def reset(self) -> None:
@@ -87,6 +88,7 @@ class PythonSession:
     def run(self, code: str) -> str:
         """Run `code` after the session's kept cells; the text for the model. Never raises."""
         with self._lock:
+            self.last_call_failed = True  # until the code is seen to end well
             try:
                 return self._run(code if isinstance(code, str) else str(code))
             except Exception as error:  # noqa: BLE001 - a tool call must not raise into the trainer
@@ -131,6 +133,7 @@ class PythonSession:
             limit = self.sandbox_options["max_output_bytes"]
             return _joined(stdout, f"Stopped: the code printed more than {limit} bytes.")
         if final[:1] == ("ok",) and len(final) == 2 and result.status == "ok":
+            self.last_call_failed = False
             return _joined(stdout, self._keep(code, _seconds(final[1])))
         if final[:1] == ("error",):
             return _joined(stdout, self._clip(_last_line(_before_last_mark(result.stderr))))
@@ -173,6 +176,12 @@ class PythonEnvironment:
     def reset(self, **row) -> None:
         """A new trajectory: the session starts empty. The row's columns are not needed."""
         self._session.reset()
+
+    @property
+    def last_call_failed(self) -> bool:
+        """Whether the last call raised, timed out, ran out of memory or failed to run (for the tool statistics,
+        eval/tools/stats.py; a property, so TRL makes no tool of it)."""
+        return self._session.last_call_failed
 
     def python(self, code: str) -> str:
         """Run Python code in a sandboxed interpreter that keeps its variables between calls.

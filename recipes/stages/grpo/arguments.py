@@ -57,6 +57,22 @@ class GRPOScriptArguments(TryOnThisMachineArguments, DemoModelArguments, DataArg
             "recipes/stages/grpo/held_out.py."
         },
     )
+    tools: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Tools the policy may call while it samples, through TRL's tool loop: python (the built-in "
+            "interpreter, run in the code sandbox as a session per trajectory) or your own as path/to/file.py:function. "
+            "max_tool_calling_iterations (TRL's) caps the calls of a completion. The tokenizer gets a chat template that "
+            "renders tool calls (eval/tools/chat_template.py); tool results count in no loss, ratio, KL or token count."
+        },
+    )
+    tool_options: dict = field(
+        default_factory=dict,
+        metadata={
+            "help": "The python tool's budgets: {timeout_s: CPU seconds a call, memory_mb, max_output_chars, "
+            "max_cells, ...} (eval/tools/python.py)."
+        },
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -71,6 +87,10 @@ class GRPOScriptArguments(TryOnThisMachineArguments, DemoModelArguments, DataArg
 
         check_reward_specs(self.rewards, "rewards")  # name, parameters, types, weight: one line naming the entry
         check_reward_specs(self.gold_rewards, "gold_rewards")
+        if self.tools:  # a misspelt tool or a tool TRL cannot show the model: one line now, not mid-training
+            from eval.tools.registry import trainer_tools
+
+            trainer_tools(self.tools, **self.tool_options)
         if self.stop_on_reward_hacking and not self.gold_rewards:
             raise ValueError(
                 "stop_on_reward_hacking needs gold_rewards: the divergence is read from a gold reward beside the "

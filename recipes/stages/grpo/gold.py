@@ -9,6 +9,8 @@ the advantages come from), and recipes.common.training.monitor warns, or stops t
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 
@@ -31,3 +33,18 @@ def gold_metrics(
     for index, name in enumerate(gold_names):
         metrics[f"gold/{name}"] = torch.nanmean(gold[:, index]).item()
     return metrics
+
+
+@contextmanager
+def gold_in_place(trainer):
+    """For the block, `trainer` (a GRPOTrainer) scores with its gold rewards in place of its training ones (the reward
+    functions, their processing classes and names swapped, then put back): TRL's own scoring then gives the gold
+    rewards of the very completions, gathered like the training ones."""
+    saved = trainer.reward_funcs, trainer.reward_processing_classes, trainer.reward_func_names
+    trainer.reward_funcs = trainer.gold_reward_funcs
+    trainer.reward_processing_classes = [None] * len(trainer.gold_reward_funcs)
+    trainer.reward_func_names = trainer.gold_reward_names
+    try:
+        yield
+    finally:
+        trainer.reward_funcs, trainer.reward_processing_classes, trainer.reward_func_names = saved

@@ -119,6 +119,16 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
     if script_args.held_out is not None:
         held_out = without_training_problems(load_rows(held_out_data_args(script_args, script_args.held_out)), rows)
         logger.info("held out: %d problems, evaluated every %s steps", len(held_out), training_args.eval_steps)
+    tools = {}
+    if script_args.tools:  # eval/tools: the tools, and a template that renders their calls and results
+        from eval.tools.chat_template import with_tool_template
+        from eval.tools.registry import trainer_tools
+
+        tokenizer = with_tool_template(tokenizer)
+        tools = trainer_tools(script_args.tools, **script_args.tool_options)
+        logger.info(
+            "tools: %s, at most %s calls a completion", script_args.tools, training_args.max_tool_calling_iterations
+        )
     trainer = RLVRGRPOTrainer(
         model=load_model(model_path, model_args, training_args),
         reward_funcs=reward_functions,
@@ -129,5 +139,6 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
         peft_config=get_peft_config(model_args),
         callbacks=[monitor, *callbacks],
         gold_reward_funcs=gold_functions,
+        **tools,
     )
     return BuiltTrainer(trainer, monitor, model_path, tokenizer, rows)

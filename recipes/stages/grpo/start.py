@@ -27,7 +27,7 @@ from recipes.stages.grpo.dynamic_sampling import DynamicSampler, ExtraPrompts
 from recipes.stages.grpo.partial_rollouts import PartialRollouts, partial_rollout_problems
 from recipes.stages.grpo.reference_kl import FrozenReference
 from recipes.stages.grpo.sampling_dtype import resolve_sampling_dtype
-from recipes.stages.grpo.step_timing import StepTimer, StepTimingCallback
+from recipes.stages.grpo.step_timing import PHASES, StepTimer, StepTimingCallback
 from rewards import accuracy_reward_names
 
 logger = logging.getLogger(__name__)
@@ -42,7 +42,10 @@ def start_parts(trainer, gold_reward_funcs) -> None:
     trainer.gold_reward_names = [function.__name__ for function in trainer.gold_reward_funcs]
     # what compact generation samples in (recipes.stages.grpo.sampling_dtype)
     trainer.sampling_dtype = resolve_sampling_dtype(args.sampling_dtype, sharded, trainer.accelerator.device.type)
-    trainer.step_timing = StepTimer(trainer.accelerator.device)
+    tools = trainer.tool_calls is not None  # the policy calls tools: their time is a phase of its own
+    trainer.step_timing = StepTimer(trainer.accelerator.device, (*PHASES, "tools") if tools else PHASES)
+    if tools:
+        trainer.tool_calls.phase = lambda: trainer.step_timing.phase("tools")
     trainer.add_callback(StepTimingCallback(trainer.step_timing, trl_private.all_metrics(trainer)))
     trainer.frozen_reference = FrozenReference(trainer)  # log_reference_kl's, loaded on first use
     trainer.async_rollouts = _async_rollouts(trainer, sharded)

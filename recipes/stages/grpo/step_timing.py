@@ -190,8 +190,10 @@ class StepTimer:
     Idle outside a training step (evaluation, saving), so that only steps are measured.
     """
 
-    def __init__(self, device: str | torch.device = "cpu"):
+    def __init__(self, device: str | torch.device = "cpu", phases: tuple[str, ...] = PHASES):
+        """`phases`: PHASES, and "tools" where the policy calls tools (its time inside generation)."""
         self.device = torch.device(device)
+        self.phases = phases
         self.active = False
         self.records: list[dict] = []
         self.peak_flops_per_s: float | None = None
@@ -202,7 +204,7 @@ class StepTimer:
         self._reset()
 
     def _reset(self) -> None:
-        self._seconds = dict.fromkeys(PHASES, 0.0)  # and "prepare": what input preparation adds
+        self._seconds = dict.fromkeys(self.phases, 0.0)  # and "prepare": what input preparation adds
         self._counts = defaultdict(int)
         self._stack: list[float] = []  # time spent in phases nested in each open phase
         self._loss_pass_end: float | None = None
@@ -267,7 +269,7 @@ class StepTimer:
         flops = step_flops(
             self._counts["generated"], trained, self.params_total, self.params_trainable, self.recomputation
         )
-        record = {f"timing_s/{phase}": self._seconds[phase] for phase in PHASES}
+        record = {f"timing_s/{phase}": self._seconds[phase] for phase in self.phases}
         record.update(
             {
                 "timing_s/step": step_seconds,
@@ -304,8 +306,8 @@ class StepTimer:
         positions = self._totals["positions"]
         return {
             "steps": steps,
-            "seconds_per_step": {phase: mean(f"timing_s/{phase}") for phase in (*PHASES, "step")},
-            "seconds_total": {phase: total(f"timing_s/{phase}") for phase in (*PHASES, "step")},
+            "seconds_per_step": {phase: mean(f"timing_s/{phase}") for phase in (*self.phases, "step")},
+            "seconds_total": {phase: total(f"timing_s/{phase}") for phase in (*self.phases, "step")},
             "tokens_per_step": {"generated": mean("tokens/generated"), "trained": mean("tokens/trained")},
             "padding_share": (positions - self._totals["trained"]) / positions if positions else 0.0,
             "flops_per_step": mean("perf/flops"),

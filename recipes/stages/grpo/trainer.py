@@ -11,8 +11,10 @@ class holds the overrides of TRL's and transformers.Trainer's methods and calls 
    (async_rollouts); TRL's generation, or dynamic sampling's rounds that replace groups whose rewards all agree
    (dynamic_sampling); on TRL's vLLM path the sampler correction is deferred to the loss pass where it can be
    (sampler_correction); the reference's log-probs for the logged KL (reference_kl).
-   - `_generate` (timed) -> `_generate_single_turn`: compact generation, in bf16 where asked
-     (compact_generation, sampling_dtype), partial rollouts (partial_rollouts), or the rollout worker's batch;
+   - `_generate` (timed; the model's tokens counted, not its tools') -> `_generate_single_turn`: compact
+     generation, in bf16 where asked (compact_generation, sampling_dtype), partial rollouts (partial_rollouts), or
+     the rollout worker's batch; with tools, TRL's tool loop between turns, each call counted and timed as
+     `tools` (eval.tools.stats: calls, failures and turns per completion);
    - `_calculate_rewards` (timed): TRL's rewards; gold rewards logged beside them (gold); in evaluation, pass@1
      per problem (held_out); each group's spread on the accuracy rewards (dynamic_sampling.group_spread, logged
      for the monitor) and the curriculum's pass rates.
@@ -37,15 +39,15 @@ import torch
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOTrainer
 
+from eval.tools.stats import ToolCalls, batch_tool_metrics
 from recipes.common import trl_private
 from recipes.stages.grpo import checkpoint_state, compact_generation, reference_kl, sampler_correction, zero_advantage
-from recipes.stages.grpo.async_rollouts import AsyncRollouts, WorkerIO, ids_key
+from recipes.stages.grpo.async_rollouts import WorkerIO, ids_key
 from recipes.stages.grpo.config import RLVRGRPOConfig
-from recipes.stages.grpo.dynamic_sampling import DynamicSampler, ExtraPrompts, RoundIO
-from recipes.stages.grpo.gold import gold_metrics
+from recipes.stages.grpo.dynamic_sampling import RoundIO
+from recipes.stages.grpo.gold import gold_in_place, gold_metrics
 from recipes.stages.grpo.held_out import HeldOutScores
 from recipes.stages.grpo.outcomes import curriculum_outcomes, group_spread
-from recipes.stages.grpo.partial_rollouts import PartialRollouts
 from recipes.stages.grpo.sampling_dtype import cast_for_sampling
 from recipes.stages.grpo.shared_prompt import group_micro_batches, shared_prompt_logps, shared_token_counts
 from recipes.stages.grpo.start import check_trainer, start_parts
@@ -55,12 +57,8 @@ logger = logging.getLogger(__name__)
 
 class RLVRGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with the additions the module docstring lists in the step's order, every option read from
-    `args`, an RLVRGRPOConfig."""
-
-    dynamic: DynamicSampler  # the parts, built by start_parts (recipes.stages.grpo.start)
-    partial: PartialRollouts
-    async_rollouts: AsyncRollouts | None
-    extra_prompts: ExtraPrompts
+    `args`, an RLVRGRPOConfig. Its parts (dynamic, partial, async_rollouts, extra_prompts, ...) are built by
+    recipes.stages.grpo.start.start_parts."""
 
     def __init__(self, model, reward_funcs, args: RLVRGRPOConfig | None = None, *rest, gold_reward_funcs=(), **kwargs):
         if not isinstance(args, RLVRGRPOConfig):
@@ -74,6 +72,10 @@ class RLVRGRPOTrainer(GRPOTrainer):
         self._last_group_std: torch.Tensor | None = None  # the last scored batch's group spreads, every process's
         self._loss_pass: tuple[dict, bool, bool] | None = None  # _compute_loss -> its forward: (inputs, correct, kl)
         self.held_out = HeldOutScores()  # recipes.stages.grpo.held_out: pass@1 per problem over an evaluation
+        self.tool_calls = None  # eval.tools.stats: where the policy has tools, their calls counted and timed
+        if kwargs.get("tools") or kwargs.get("environment_factory") is not None:
+            self.tool_calls = ToolCalls()
+            kwargs.update(self.tool_calls.instrument(kwargs.get("tools"), kwargs.get("environment_factory")))
         if args.use_vllm and not torch.cuda.is_available():
             from recipes.stages.grpo.vllm_cpu import adapt_for_cpu
 
@@ -171,7 +173,16 @@ class RLVRGRPOTrainer(GRPOTrainer):
     def _generate(self, prompts):
         with self.step_timing.phase("generate"):
             result = super()._generate(prompts)
-        self.step_timing.count("generated", sum(len(ids) for ids in result[1]))  # result[1]: completion ids
+        completion_ids, tool_mask = result[1], result[2]  # the tool mask: 0 on tools' tokens (None without tools)
+        model_tokens = [len(ids) for ids in completion_ids] if tool_mask is None else [sum(m) for m in tool_mask]
+        self.step_timing.count("generated", sum(model_tokens))  # the model's tokens, not its tools'
+        if self.tool_calls is not None:  # calls, failures and turns per completion (eval.tools.stats)
+            metrics = trl_private.metrics(self, "train" if self.model.training else "eval")
+            gather, device = self.accelerator.gather, self.accelerator.device
+            for name, value in batch_tool_metrics(
+                self.tool_calls, len(model_tokens), tool_mask, gather, device
+            ).items():
+                metrics[name].append(value)
         return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
@@ -213,7 +224,10 @@ class RLVRGRPOTrainer(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         with self.step_timing.phase("rewards"):
             rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-            gold = self._gold_rewards(inputs, prompts, completions, completion_ids_list)
+            gold = None
+            if self.gold_reward_funcs:  # TRL's scoring with the gold rewards in place (recipes.stages.grpo.gold)
+                with gold_in_place(self):
+                    gold = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         weights = self.reward_weights.to(rewards_per_func.device)
         rewards = (rewards_per_func * weights.unsqueeze(0)).nansum(dim=1)
         rewards[torch.isnan(rewards_per_func).all(dim=1)] = torch.nan
@@ -238,20 +252,6 @@ class RLVRGRPOTrainer(GRPOTrainer):
                 outcomes = curriculum_outcomes(rewards_per_func, rewards, names, self.accuracy_reward, unfinished)
                 self.curriculum.update(gather_object([row.get("id") for row in inputs]), outcomes)
         return rewards_per_func
-
-    def _gold_rewards(self, inputs, prompts, completions, completion_ids_list) -> torch.Tensor | None:
-        """The gold rewards of these completions, (rows, gold rewards), or None: TRL's own scoring with the reward
-        list swapped for the gold one for the call (recipes.stages.grpo.gold)."""
-        if not self.gold_reward_funcs:
-            return None
-        saved = self.reward_funcs, self.reward_processing_classes, self.reward_func_names
-        self.reward_funcs = self.gold_reward_funcs
-        self.reward_processing_classes = [None] * len(self.gold_reward_funcs)
-        self.reward_func_names = self.gold_reward_names
-        try:
-            return super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        finally:
-            self.reward_funcs, self.reward_processing_classes, self.reward_func_names = saved
 
     def _attach_reference_logps(self, batch: dict) -> None:
         """batch["ref_per_token_logps"]: the reference's log-prob of every completion token, with log_reference_kl."""
@@ -333,7 +333,7 @@ class RLVRGRPOTrainer(GRPOTrainer):
         if zero_advantage.no_rows_left(inputs):  # skip_zero_advantage left no row: nothing to run
             return zero_advantage.zero_loss(model)
         if self.step_timing.active and torch.is_grad_enabled():
-            masks = (inputs["prompt_mask"], inputs["completion_mask"])
+            masks = (inputs["prompt_mask"], inputs["completion_mask"] * inputs.get("tool_mask", 1))  # not tools' tokens
             counts = None
             if (
                 self.args.share_prompts

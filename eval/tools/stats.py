@@ -1,0 +1,127 @@
+"""What a run's tool calls did, for its log: calls and failures counted, and timed, as they happen, and the turns
+of each completion read from its tool mask.
+
+TRL's loop (GRPOTrainer._tool_call_loop) counts a call as failed only when the tool raises; the built-in `python`
+never raises (a timeout or a traceback is its reply), so `ToolCalls.instrument` wraps each tool, before the trainer
+gets it, to count a call as failed when it raises or when its environment says its last call failed
+(`last_call_failed`, eval/tools/python.py), and to time it inside a phase the caller gives (the GRPO trainer's
+`timing_s/tools`). The metrics (`tool_metrics`): `tools/calls_per_completion`, `tools/failure_frac` (failed calls
+over calls) and `tools/turns_mean` (the model's turns per completion: one more than the tool results in it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import threading
+from collections.abc import Callable
+
+RESERVED_METHODS = ("reset", "get_reward")  # an environment's methods that TRL does not make tools of
+
+
+class ToolCalls:
+    """Counts and times the calls of one run's tools. `phase()`: a context manager each call runs inside (a step
+    timer's phase; by default nothing). `take()` returns the counts since the last take."""
+
+    def __init__(self):
+        self.phase: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+        self._lock = threading.Lock()  # async tools run on TRL's event-loop thread
+        self._calls = self._failures = 0
+
+    def take(self) -> tuple[int, int]:
+        """(calls, failed calls) since the last take."""
+        with self._lock:
+            counts, self._calls, self._failures = (self._calls, self._failures), 0, 0
+        return counts
+
+    def _count(self, failed: bool) -> None:
+        with self._lock:
+            self._calls += 1
+            self._failures += int(failed)
+
+    def wrap(self, tool: Callable, owner=None) -> Callable:
+        """`tool` counted and timed; its name, docstring, signature and types (the schema the model sees) and its
+        being async or not kept. A failure: it raised (re-raised, for TRL to report), or `owner` says its last call
+        failed."""
+
+        def failed_by_owner() -> bool:
+            return bool(getattr(owner, "last_call_failed", False))
+
+        if inspect.iscoroutinefunction(tool):
+
+            @functools.wraps(tool)
+            async def called_async(*args, **kwargs):
+                try:
+                    result = await tool(*args, **kwargs)
+                except Exception:
+                    self._count(True)
+                    raise
+                self._count(failed_by_owner())
+                return result
+
+            return called_async
+
+        @functools.wraps(tool)
+        def called(*args, **kwargs):
+            with self.phase():
+                try:
+                    result = tool(*args, **kwargs)
+                except Exception:
+                    self._count(True)
+                    raise
+            self._count(failed_by_owner())
+            return result
+
+        return called
+
+    def instrument(self, tools=None, environment_factory=None) -> dict:
+        """GRPOTrainer's `tools` and `environment_factory` (one factory or a dict of them) with every tool wrapped:
+        the functions directly, an environment's tool methods on each instance its factory makes."""
+
+        def factory_of(make):
+            @functools.wraps(make, updated=())
+            def made(*args, **kwargs):
+                instance = make(*args, **kwargs)
+                for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction):
+                    if not name.startswith("_") and name not in RESERVED_METHODS:
+                        setattr(instance, name, self.wrap(getattr(instance, name), owner=instance))
+                return instance
+
+            return made
+
+        if isinstance(environment_factory, dict):
+            factories = {name: factory_of(make) for name, make in environment_factory.items()}
+        else:
+            factories = None if environment_factory is None else factory_of(environment_factory)
+        return {"tools": [self.wrap(tool) for tool in tools or []], "environment_factory": factories}
+
+
+def tool_turns(tool_mask) -> list[int]:
+    """Per completion, the tool results in it: the runs of 0 in its tool mask (rows of 0/1: lists or a tensor)."""
+    turns = []
+    for row in tool_mask:
+        values = [int(value) for value in row]
+        turns.append(sum(1 for index, value in enumerate(values) if value == 0 and (index == 0 or values[index - 1])))
+    return turns
+
+
+def tool_metrics(calls: int, failures: int, completions: int, tool_results: int) -> dict[str, float]:
+    """The log's tool figures over a batch: calls and turns per completion, the failed share of calls (0 with no
+    call). `tool_results`: the tool results in the batch's completions (tool_turns summed)."""
+    completions = max(completions, 1)
+    return {
+        "tools/calls_per_completion": calls / completions,
+        "tools/failure_frac": failures / calls if calls else 0.0,
+        "tools/turns_mean": 1.0 + tool_results / completions,
+    }
+
+
+def batch_tool_metrics(calls: ToolCalls, completions: int, tool_mask, gather, device) -> dict[str, float]:
+    """tool_metrics of one generation batch, every process's counts summed (`gather`: accelerate's): the calls
+    `calls` counted since its last take, this process's `completions` and their `tool_mask` (None: no tool result)."""
+    import torch
+
+    local = [*calls.take(), completions, sum(tool_turns(tool_mask or []))]
+    totals = gather(torch.tensor(local, device=device)).view(-1, len(local)).sum(0).tolist()
+    return tool_metrics(*totals)
