@@ -76,9 +76,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--precision", choices=tuple(PRECISION), default="config",
-        help="config: DAPO samples and trains in bf16 where this CPU is faster at it (the configs' auto); fp32: "
-        "both in fp32, the protocol of the figures docs/demo-real.md gives before f2345ef; bf16-sampling: bf16 "
-        "sampling with an fp32 loss pass (which half of bf16 costs what: scripts/bench/real_model_arms.py)",
+        help="config: the configs' own precision (fp32 sampling and loss pass since issue 60 measured what bf16 "
+        "costs: docs/demo-real.md); fp32: both in fp32 whatever the config says; bf16-sampling: bf16 sampling with "
+        "an fp32 loss pass (which half of bf16 costs what: scripts/bench/real_model_arms.py)",
     )  # fmt: skip
     parser.add_argument("--cores", type=int, default=2, help="cores the stages share (one per process)")
     parser.add_argument("--dapo-steps", type=int, default=None, help="DAPO's max_steps (default: the config's)")

@@ -110,6 +110,7 @@ def test_the_recipes_parser_leaves_the_precision_to_loss_dtype(tmp_path, monkeyp
         )
         return parsed[1].bf16
 
-    assert bf16(2.4) is True and bf16(0.6) is False  # the config's loss_dtype: auto
+    assert bf16(2.4, "--loss_dtype", "auto") is True and bf16(0.6, "--loss_dtype", "auto") is False
+    assert bf16(2.4) is False  # the config's own: loss_dtype float32 (issue 60's measurement)
     assert bf16(2.4, "--loss_dtype", "float32") is False
     assert bf16(2.4, "--bf16", "false") is False  # an explicit bf16 wins
