@@ -87,8 +87,9 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_VENV)/bin/python recipes/_checkout.py
 	@touch $@
 
-# The vLLM paths on the tiny model (tests marked `vllm`): GRPO colocated with vLLM and with a vLLM server (one
-# trainer process and two), eval's and rejection sampling's vLLM backend.
+# The vLLM paths on the tiny model (tests marked `vllm`): GRPO colocated with vLLM (with the python tool too:
+# PYTEST_ARGS='-k tools') and with a vLLM server (one trainer process and two), eval's and rejection sampling's vLLM
+# backend.
 test-vllm: setup-vllm
 	VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(VLLM_VENV)/bin/python -m pytest -m vllm \
 	  -p no:xdist -s tests/vllm_cpu $(PYTEST_ARGS)

@@ -40,11 +40,13 @@ from eval.report import format_outcomes, format_table, outcome_shares, plot_pass
 from eval.runner import scored_chunks
 from eval.sampler import VLLMUnavailableError, require_vllm
 from eval.sampling_options import add_sampling_flags, options_from_flags
+from eval.tools.stats import sample_tool_stats
+from eval.tools.trl_sampling import add_tool_flags, check_tool_flags, format_tool_table, make_tool_sampler
 
 logger = logging.getLogger("eval.evaluate")
 PROTOCOL_KEYS = (
     "model", "n", "temperature", "top_p", "top_k", "max_new_tokens", "system_prompt", "user_template", "forcing",
-    "chat_template_kwargs", "thinking_mode",
+    "chat_template_kwargs", "thinking_mode", "tools",
 )  # fmt: skip
 
 
@@ -103,7 +105,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--overwrite", action="store_true", help="discard results on disk instead of resuming")
     budget.add_arguments(parser)
+    add_tool_flags(parser)
     args = parser.parse_args(argv)
+    check_tool_flags(parser, args)
     if args.field_map is not None:
         import yaml
 
@@ -174,7 +178,9 @@ def check_protocol(folder: Path, protocol: dict, overwrite: bool) -> None:
     if path.exists():
         previous = json.loads(path.read_text())
         changed = {
-            key: (previous.get(key), protocol[key]) for key in PROTOCOL_KEYS if previous.get(key) != protocol[key]
+            key: (previous.get(key), protocol.get(key))
+            for key in PROTOCOL_KEYS
+            if previous.get(key) != protocol.get(key)
         }
         if changed:
             raise SystemExit(
@@ -223,7 +229,8 @@ def evaluate_dataset(sampler, rows: list[dict], args, folder: Path, state) -> di
                          "extracted": score.extracted, "correct": score.correct, "reason": score.reason,
                          "num_tokens": sample.num_tokens, "finish_reason": sample.finish_reason,
                          **({} if sample.forced_answer is None else {"thinking_tokens": sample.thinking_tokens,
-                            "forced_answer": sample.forced_answer, "waits": sample.waits})}
+                            "forced_answer": sample.forced_answer, "waits": sample.waits}),
+                         **(sample.tool_use or {})}  # with --tools: the conversation and its tool figures
                     )  # fmt: skip
             append_lines(part, records)
             bar.update(max(0, len(records) - heard[0]))  # a backend that reports nothing moves it here
@@ -253,6 +260,8 @@ def finish_dataset(rows: list[dict], args, folder: Path) -> dict:
     summary["dataset"] = folder.name
     summary["samples"] = len(ordered)
     summary["outcomes"] = outcome_shares(ordered)  # why samples fail: the share of each reason
+    if (tools := sample_tool_stats(ordered)) is not None:  # --tools only: calls, failures, turns (eval/tools/stats)
+        summary["tools"] = tools
     write_atomic(folder / "summary.json", json.dumps(summary, indent=2))
     plot_pass_at_k({Path(args.model).name or args.model: summary}, args.k, folder / "pass_at_k.png", folder.name)
     return summary
@@ -284,7 +293,12 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     # Without a GPU, `accelerate launch --multi_gpu --num_processes 2` starts two processes that only
     # form a (gloo) process group when the state is told it runs on the CPU.
     state = PartialState(cpu=not torch.cuda.is_available())
-    args.backend = resolve_backend(args.backend)  # the protocol names the backend that ran, not "auto"
+    if args.tools and state.num_processes > 1:
+        raise UserInputError(
+            "--tools samples in one process (TRL's loop gathers every batch): run it without accelerate"
+        )
+    # the protocol names the backend that ran, not "auto"; with --tools, TRL's transformers generation
+    args.backend = "transformers" if args.tools else resolve_backend(args.backend)
     protocol = {
         "model": args.model, "n": args.n, "temperature": args.temperature, "top_p": args.top_p, "top_k": args.top_k,
         "max_new_tokens": args.max_new_tokens, "system_prompt": args.system_prompt, "user_template": args.user_template,
@@ -294,6 +308,8 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         "chat_template_kwargs": args.chat_template_kwargs, "thinking_mode": args.thinking_mode,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), "versions": package_versions(),
     }  # fmt: skip
+    if args.tools:  # only then, so that a run without tools writes what it always wrote
+        protocol["tools"] = {"names": args.tools, "options": args.tool_options, "max_tool_calls": args.max_tool_calls}
     datasets, templates = {}, {}
     for name in args.dataset:
         given = args.user_template is not None  # an explicit template wins, for every set
@@ -326,7 +342,12 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         options.update(
             tensor_parallel_size=args.tensor_parallel_size, gpu_memory_utilization=args.gpu_memory_utilization
         )
-    sampler = make_sampler(args.backend, args.model, batch_size=args.batch_size, **options)
+    if args.tools:  # TRL's own tool loop, as GRPO trains with it (eval/tools/trl_sampling.py)
+        sampler = make_tool_sampler(
+            args.model, args.tools, args.tool_options, args.max_tool_calls, args.batch_size, **options
+        )
+    else:
+        sampler = make_sampler(args.backend, args.model, batch_size=args.batch_size, **options)
     if args.budgets:
         curves = budget.run_sweep(sampler, datasets, args, state, evaluate_dataset)
         if state.is_main_process:
@@ -345,6 +366,8 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     if state.is_main_process:
         print(format_table(summaries, args.k))
         print(format_outcomes(summaries, {slug: args.output_dir / slug for slug in summaries}))
+        if args.tools:
+            print(format_tool_table(summaries))
     return summaries
 
 

@@ -24,7 +24,8 @@ class ProblemResult:
     id: str
     answer: str | None
     difficulty: int | None
-    samples: list[dict] = field(default_factory=list)  # text, extracted, correct, reason, num_tokens, finish_reason
+    # text, extracted, correct, reason, num_tokens, finish_reason (with tools: conversation, tool_calls, ...)
+    samples: list[dict] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -79,6 +80,7 @@ def sample_and_score(sampler, rows, params: SamplingParams, chunk_size: int = 64
                         "reason": verdict.reason,
                         "num_tokens": sample.num_tokens,
                         "finish_reason": sample.finish_reason,
+                        **(sample.tool_use or {}),  # with tools: the conversation and its figures (eval/tools)
                     }
                 )
             results.append(result)

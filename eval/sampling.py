@@ -53,6 +53,9 @@ class Sample:
     thinking_tokens: int | None = None
     forced_answer: bool | None = None
     waits: int | None = None
+    # Sampling with tools only (eval/tools/trl_sampling.py): the conversation and its tool figures, kept in each
+    # sample's record as they are (num_tokens then counts the model's tokens alone, not the tools' results).
+    tool_use: dict | None = None
 
 
 def sample_seed(seed: int, key: str, index: int) -> int:

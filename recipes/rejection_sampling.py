@@ -33,7 +33,7 @@ from recipes.common.command_line.checks import require_single_process
 from recipes.common.command_line.config import RecipeParser
 from recipes.common.data import kept_rows_as_conversations
 from recipes.common.held_out_eval import evaluate_model, load_eval_rows
-from recipes.common.model.loading import load_tokenizer, resolve_model_path
+from recipes.common.model.loading import resolve_model_path
 from recipes.common.run_card import write_run_card
 from recipes.common.training.sft_step import ChatTemplateError, check_chat_template, train_sft
 from recipes.stages.rejection_sampling import rounds
@@ -55,7 +55,7 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
     if_missing = script_args.missing_model_fallback()
     base_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     # each round's SFT needs a template that ends turns with EOS and masks the loss: said before any sampling
-    check_chat_template(load_tokenizer(base_path, model_args.model_revision), training_args)
+    check_chat_template(rounds.sft_tokenizer(script_args, base_path, training_args, model_args), training_args)
     rows = list(load_rows(script_args))
     eval_rows = load_eval_rows(script_args)
     output_dir = Path(training_args.output_dir)
@@ -99,15 +99,13 @@ def main(script_args: RejectionSamplingArguments, training_args, model_args) -> 
 
         start = base_path if script_args.train_from == "base" else current
         current = train_sft(
-            start,
-            kept_rows_as_conversations(kept, str(round_dir / "dataset.jsonl")),
-            training_args,
-            model_args,
+            start, kept_rows_as_conversations(kept, str(round_dir / "dataset.jsonl")), training_args, model_args,
             output_dir=round_dir / "model",
+            tokenizer=rounds.sft_tokenizer(script_args, start, training_args, model_args),  # with tools: theirs
             merge_lora=True,  # the next round samples from a plain model
             card_configs={"script": script_args, "training": training_args, "model": model_args},
             card_extra={"recipe": "rejection_sampling", "round": k, "samples_kept": len(kept)},
-        )
+        )  # fmt: skip
         state.pass_at_1_after = evaluate_model(script_args, current, eval_rows, training_args.seed)
         state.phase, state.model = Phase.TRAINED, str(current)
         write_json(round_dir / "stats.json", state.to_json())

@@ -11,6 +11,11 @@ conversations, train with TRL's SFTTrainer (loss on the assistant's tokens only,
 true` packs short conversations into full rows; `use_peft: true` trains a LoRA adapter), save the model,
 the tokenizer and a run card. The training step itself is recipes.common.training.sft_step.train_sft, which
 rejection_sampling.py and distill.py call too.
+
+With `tools: [python]` the conversations may call tools: the tokenizer gets a template that renders calls and
+results (saved with the model), each row is shown the tools as GRPO shows them, and the loss is on the assistant's
+turns only, never on a tool's result (recipes.stages.sft.tools). `tool_solutions: one_call` makes the rows the
+arithmetic task's tool-using worked solutions: the tool cold start (recipes/configs/demo/sft_tools.yaml).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from recipes.common.data import to_sft_conversations
 from recipes.common.model.loading import load_tokenizer, resolve_model_path
 from recipes.common.training.sft_step import ChatTemplateError, check_chat_template, train_sft
 from recipes.stages.sft.arguments import SFTScriptArguments
+from recipes.stages.sft.tools import tool_schemas, tool_solution_conversations, tool_template, with_tools_column
 from tasks.schema import load_rows
 
 logger = logging.getLogger("recipes.sft")
@@ -41,16 +47,23 @@ def main(script_args: SFTScriptArguments, training_args, model_args) -> Path:
     if_missing = script_args.missing_model_fallback()
     model_path = resolve_model_path(model_args.model_name_or_path, if_missing=if_missing)
     tokenizer = load_tokenizer(model_path, model_args.model_revision, getattr(model_args, "trust_remote_code", False))
+    if script_args.tools:  # a template that renders tool calls and results, saved with the model
+        tokenizer = tool_template(tokenizer)
     check_chat_template(tokenizer, training_args)  # EOS ends a turn, the loss mask works: fail in seconds
 
     rows = load_rows(script_args)
-    train_dataset = to_sft_conversations(
-        rows,
-        script_args.dataset_name,
-        script_args.assistant_template,
-        no_think_fraction=script_args.no_think_fraction,
-        thinking_switch=script_args.thinking_switch,
-    )
+    if script_args.tool_solutions:  # the tool cold start: the arithmetic task's worked solutions as tool calls
+        train_dataset = tool_solution_conversations(rows, script_args.tool_solutions)
+    else:
+        train_dataset = to_sft_conversations(
+            rows,
+            script_args.dataset_name,
+            script_args.assistant_template,
+            no_think_fraction=script_args.no_think_fraction,
+            thinking_switch=script_args.thinking_switch,
+        )
+    if script_args.tools:  # each row shown the tools as GRPO shows them (TRL renders a row's own `tools`)
+        train_dataset = with_tools_column(train_dataset, tool_schemas(script_args.tools))
     logger.info("training on %d conversations from %s", len(train_dataset), script_args.dataset_name)
     return train_sft(
         model_path,

@@ -266,6 +266,8 @@ def identifiers(source: str) -> set[str]:
 # TRL's trainers name it max_completion_length; compact generation hands TRL's value to eval.decoding's
 # max_new_tokens: the one mapping.
 TRL_MAPPING = "recipes/stages/grpo/compact_generation.py"
+# ... and the other way: sampling with tools hands its max_new_tokens to TRL's GRPOConfig (the sampler is TRL's loop)
+TO_TRL = "eval/tools/trl_sampling.py"
 OLD_SPELLINGS = {"sample_max_new_tokens", "eval_max_new_tokens"}  # (vLLM's own max_tokens is its API)
 
 
@@ -274,7 +276,7 @@ def length_spellings(files: dict[str, str]) -> list[str]:
     for name, text in sorted(files.items()):
         used = identifiers(text)
         offenders += [f"{name}: {word}" for word in sorted(used & OLD_SPELLINGS)]
-        if "max_completion_length" in used and name != TRL_MAPPING:
+        if "max_completion_length" in used and name not in (TRL_MAPPING, TO_TRL):
             offenders.append(f"{name}: max_completion_length outside the TRL mapping")
     return offenders
 

@@ -53,13 +53,15 @@ def test_a_trainer_built_on_a_trl_without_a_listed_method_stops_naming_it(tmp_pa
 
 
 def test_no_other_module_reaches_a_private_name_of_trl():
-    names = [*trl_private.TRAINER, *trl_private.VLLM_GENERATION_STATE, "_iter_named_params"]
+    names = [*trl_private.TRAINER, *trl_private.TOOL_SAMPLING, *trl_private.VLLM_GENERATION_STATE, "_iter_named_params"]
     reach = re.compile(r"\.(" + "|".join(map(re.escape, names)) + r")\b")
-    seam = re.compile(r"(def |super\(\)\.)(" + "|".join(map(re.escape, names)) + r")\b")
+    seam = re.compile(r"(def |super\([\w, ]*\)\.)(" + "|".join(map(re.escape, names)) + r")\b")
+    # eval's tool sampler lists and reaches its own (eval cannot import recipes); trl_private.py names them too
+    accessors = {REPO / "recipes" / "common" / "trl_private.py", REPO / "eval" / "tools" / "trl_sampling.py"}
     offenders = []
     for package in ("recipes", "eval", "data_filters", "rewards", "tasks", "basics", "scripts"):
         for path in sorted((REPO / package).rglob("*.py")):
-            if path == REPO / "recipes" / "common" / "trl_private.py":
+            if path in accessors:
                 continue
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if reach.search(seam.sub("", line)):

@@ -18,7 +18,7 @@ import yaml
 
 from recipes.common.command_line import config as recipe_config
 from recipes.common.command_line.config import CONFIG_DIR
-from recipes.common.command_line.try_here import TRY_DATASETS, TRY_SIZES, try_on_this_machine
+from recipes.common.command_line.try_here import TRY_DATASETS, TRY_MAX_LENGTH_WITH_TOOLS, TRY_SIZES, try_on_this_machine
 
 NOT_MODEL_FOLDERS = ("demo", "data_filters")
 
@@ -66,7 +66,8 @@ def expected_swaps(raw: dict) -> set[str]:
         swaps.add("dtype")
     if raw.get("use_vllm") and importlib.util.find_spec("vllm") is None:
         swaps.add("use_vllm")
-    return swaps | {name for name, most in TRY_SIZES.items() if name != "max_steps" and raw.get(name, 0) > most}
+    most = {**TRY_SIZES, **({"max_length": TRY_MAX_LENGTH_WITH_TOOLS} if raw.get("tools") else {})}
+    return swaps | {name for name, limit in most.items() if name != "max_steps" and raw.get(name, 0) > limit}
 
 
 def test_every_model_config_is_tried():

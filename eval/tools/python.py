@@ -35,7 +35,6 @@ so `run_calls` uses that many threads. TRL 1.16's loop calls an environment's sy
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import threading
@@ -103,7 +102,7 @@ class PythonSession:
             self.wall_timeout_s if self.wall_timeout_s is not None else WALL_FACTOR * self.timeout_s + WALL_EXTRA_S
         )
         ceiling += WALL_FACTOR * replay_s
-        program_input = json.dumps({"seed": self._seed, "kept": self.cells, "cell": code})
+        program_input = replay.encode_input(self._seed, self.cells, code)
         result = run_python(
             PROGRAM,
             stdin=program_input,

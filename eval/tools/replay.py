@@ -3,8 +3,11 @@ then the new cell, whose stdout is the reply.
 
 This file is the program itself (eval/tools/python.py hands its text to `rewards.code.sandbox.run_python`, as
 `main.py`); it imports the standard library only, since the sandbox has nothing else. Its input, on stdin, is one
-JSON object: `seed` (the session's seed for `random`), `kept` (the sources of the cells that succeeded before, in
-order) and `cell` (the new source).
+dict, marshalled and written as hex (`encode_input`; marshal and bytes.fromhex are built in, where json would import
+`re` and `enum` on every call): `seed` (the session's seed for `random`), `kept` (the sources of the cells that
+succeeded before, in order) and `cell` (the new source). `traceback` (which imports `tokenize`, and so `re`) is
+imported only when a cell raised: every call starts the interpreter anew, so what it imports is paid each time
+(scripts/bench/tool_cost.py measures it).
 
 Why replay: a sandbox run is one program whose processes are all killed when it ends (rewards/code/sandbox), so no
 interpreter outlives a call. Running the kept cells again before the new one rebuilds the state, including the
@@ -20,15 +23,19 @@ work as in a script), with `random` seeded the same way in every run, so that a 
 the same ones when it is replayed. What the seed cannot make the same is listed in eval/tools/python.py.
 """
 
-import json
+import marshal
 import os
 import random
 import sys
 import time
-import traceback
 import types
 
 MARK = "\x1erlvr-python-tool"  # starts each line of ours on stderr (a record separator: not what a cell prints)
+
+
+def encode_input(seed: int, kept: list[str], cell: str) -> str:
+    """The program's stdin for a call (the caller's side: eval/tools/python.py)."""
+    return marshal.dumps({"seed": seed, "kept": list(kept), "cell": cell}, 4).hex()
 
 
 def _report(fd: int, text: str) -> None:
@@ -51,6 +58,8 @@ def _run_cell(source: str, name: str, namespace: dict) -> BaseException | None:
 
 
 def _last_line(error: BaseException) -> str:
+    import traceback  # only when a cell raised (see the docstring)
+
     lines = [line for line in "".join(traceback.format_exception(error)).splitlines() if line.strip()]
     return lines[-1] if lines else type(error).__name__
 
@@ -64,7 +73,7 @@ def _flush() -> None:
 
 
 def main() -> None:
-    spec = json.loads(sys.stdin.read())
+    spec = marshal.loads(bytes.fromhex(sys.stdin.read()))
     sys.stdin = open(os.devnull)  # a cell that reads input() sees end of file
     module = types.ModuleType("__main__")
     sys.modules["__main__"] = module
@@ -94,6 +103,8 @@ def main() -> None:
     if error is None:
         _report(2, f"ok {cpu_s:.4f}")
         os._exit(0)  # threads a cell left running do not hold the call to the wall-clock ceiling
+    import traceback  # only when the cell raised (see the docstring)
+
     sys.__stderr__.write("".join(traceback.format_exception(error)))
     _flush()
     _report(2, "error")

@@ -7,6 +7,8 @@ gets it, to count a call as failed when it raises or when its environment says i
 (`last_call_failed`, eval/tools/python.py), and to time it inside a phase the caller gives (the GRPO trainer's
 `timing_s/tools`). The metrics (`tool_metrics`): `tools/calls_per_completion`, `tools/failure_frac` (failed calls
 over calls) and `tools/turns_mean` (the model's turns per completion: one more than the tool results in it).
+Sampling with tools (eval/tools/trl_sampling.py) also reads each environment's own counts (`take_owner`: one
+trajectory's) and sums an evaluation's sample records (`sample_tool_stats`: its summary's `tools`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class ToolCalls:
         self.phase: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
         self._lock = threading.Lock()  # async tools run on TRL's event-loop thread
         self._calls = self._failures = 0
+        self._by_owner: dict[int, list[int]] = {}  # per environment instance (one per trajectory): calls, failures
+        self.owned_tool_names: set[str] = set()  # the environments' tool methods, by name
 
     def take(self) -> tuple[int, int]:
         """(calls, failed calls) since the last take."""
@@ -35,10 +39,20 @@ class ToolCalls:
             counts, self._calls, self._failures = (self._calls, self._failures), 0, 0
         return counts
 
-    def _count(self, failed: bool) -> None:
+    def take_owner(self, owner) -> tuple[int, int]:
+        """(calls, failed calls) of environment `owner`'s tools since its last take ((0, 0) for None)."""
+        with self._lock:
+            calls, failures = self._by_owner.pop(id(owner), (0, 0)) if owner is not None else (0, 0)
+        return calls, failures
+
+    def _count(self, failed: bool, owner=None) -> None:
         with self._lock:
             self._calls += 1
             self._failures += int(failed)
+            if owner is not None:
+                tally = self._by_owner.setdefault(id(owner), [0, 0])
+                tally[0] += 1
+                tally[1] += int(failed)
 
     def wrap(self, tool: Callable, owner=None) -> Callable:
         """`tool` counted and timed; its name, docstring, signature and types (the schema the model sees) and its
@@ -55,9 +69,9 @@ class ToolCalls:
                 try:
                     result = await tool(*args, **kwargs)
                 except Exception:
-                    self._count(True)
+                    self._count(True, owner)
                     raise
-                self._count(failed_by_owner())
+                self._count(failed_by_owner(), owner)
                 return result
 
             return called_async
@@ -68,9 +82,9 @@ class ToolCalls:
                 try:
                     result = tool(*args, **kwargs)
                 except Exception:
-                    self._count(True)
+                    self._count(True, owner)
                     raise
-            self._count(failed_by_owner())
+            self._count(failed_by_owner(), owner)
             return result
 
         return called
@@ -86,6 +100,7 @@ class ToolCalls:
                 for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction):
                     if not name.startswith("_") and name not in RESERVED_METHODS:
                         setattr(instance, name, self.wrap(getattr(instance, name), owner=instance))
+                        self.owned_tool_names.add(name)
                 return instance
 
             return made
@@ -125,3 +140,30 @@ def batch_tool_metrics(calls: ToolCalls, completions: int, tool_mask, gather, de
     local = [*calls.take(), completions, sum(tool_turns(tool_mask or []))]
     totals = gather(torch.tensor(local, device=device)).view(-1, len(local)).sum(0).tolist()
     return tool_metrics(*totals)
+
+
+def failed_calls(tool_messages: list[dict], owner_failures: int, owned_names) -> int:
+    """A trajectory's failed calls: those its environment counted (`owner_failures`: raised, or said failed), and
+    the tool messages TRL wrote as an error for a tool no environment owns (a plain tool that raised, an unknown
+    tool's name, an unsupported call type)."""
+    unowned = [message for message in tool_messages if message.get("name") not in owned_names]
+    return owner_failures + sum(1 for message in unowned if str(message.get("content", "")).startswith("{'error': "))
+
+
+def sample_tool_stats(samples: list[dict]) -> dict[str, float] | None:
+    """An evaluation's tool figures from its sample records (None when none was sampled with tools): calls and turns
+    per completion, the failed share of calls, the share of completions that called a tool, and the share of the
+    correct completions that called one."""
+    with_tools = [sample for sample in samples if "tool_calls" in sample]
+    if not with_tools:
+        return None
+    calls = sum(sample["tool_calls"] for sample in with_tools)
+    correct = [sample for sample in with_tools if sample.get("correct")]
+    return {
+        "calls_per_completion": calls / len(with_tools),
+        "failure_frac": sum(sample["tool_failures"] for sample in with_tools) / calls if calls else 0.0,
+        "turns_mean": sum(sample["turns"] for sample in with_tools) / len(with_tools),
+        "used_tool_frac": sum(sample["tool_calls"] > 0 for sample in with_tools) / len(with_tools),
+        "correct_used_tool_frac": sum(s["tool_calls"] > 0 for s in correct) / len(correct) if correct else 0.0,
+        "tool_tokens_mean": sum(sample["tool_tokens"] for sample in with_tools) / len(with_tools),
+    }

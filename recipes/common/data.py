@@ -140,6 +140,9 @@ def kept_rows_as_conversations(kept: list[dict], source: str):
     """The rows a recipe kept of its own samples (recipes.common.traces) as SFTTrainer's conversational dataset."""
     from datasets import Dataset
 
+    if any(row.get("messages") for row in kept):  # sampled with tools: the conversations as they were, and the
+        # tools' schemas (JSON) in SFTTrainer's `tools` column, so that its template renders them as sampling did
+        return Dataset.from_list([{"messages": row["messages"], "tools": row.get("tools")} for row in kept])
     dataset = Dataset.from_list(
         [{"id": row["id"], "prompt": row["prompt"], "solution": row["solution"]} for row in kept]
     )

@@ -79,6 +79,8 @@ def sampling_fingerprint(script_args, extra_fields: tuple[str, ...] = ()) -> dic
         "data": data_fingerprint(script_args),
         "sampling": fields_of(script_args, SAMPLING_FIELDS + extra_fields),
     }
+    if getattr(script_args, "tools", None):  # only then, as keep_reward_model: samples drawn with tools
+        fingerprint["tools"] = fields_of(script_args, ("tools", "tool_options", "max_tool_calling_iterations"))
     if getattr(script_args, "keep_reward_model", None):  # only then: older fingerprints stay valid without one
         fingerprint["keep"] = fields_of(script_args, ("keep_reward_model", "keep_by", "keep_min_score"))
     return fingerprint

@@ -12,6 +12,8 @@ list to the installed versions, and no other module of the repository to reach t
 
 from __future__ import annotations
 
+from eval.tools.trl_sampling import PRIVATE as TOOL_SAMPLING
+
 # trl.GRPOTrainer (and transformers.Trainer below it): attributes and methods read or called on the trainer.
 TRAINER = {
     "_metrics": "trl.GRPOTrainer: per mode, the lists of values TRL averages into each log record; ours go beside",
@@ -32,6 +34,10 @@ TRAINER = {
     "advantage still changes the loss: skip_zero_advantage keeps it)",
 }
 
+# trl.GRPOTrainer names that eval's tool sampler reaches (eval/tools/trl_sampling.py, TOOL_SAMPLING above): eval sits
+# below recipes and cannot import this module, so that module lists and reaches them itself; they are named here too,
+# so that this file names TRL's whole private surface and a built trainer is checked for them (`missing`).
+
 # trl.generation.vllm_generation.VLLMGeneration: what the CPU weight push (recipes/stages/grpo/vllm_cpu.py) uses.
 VLLM_GENERATION = {
     "_iter_named_params": "the policy's parameters under vLLM's names (LoRA merged, ZeRO-3 gathered)",
@@ -51,8 +57,8 @@ PATCHED = {
 
 
 def missing(trainer) -> list[str]:
-    """The names of TRAINER that `trainer` (a built GRPO trainer) lacks."""
-    return [name for name in TRAINER if not hasattr(trainer, name)]
+    """The names of TRAINER and TOOL_SAMPLING that `trainer` (a built GRPO trainer) lacks."""
+    return [name for name in [*TRAINER, *TOOL_SAMPLING] if not hasattr(trainer, name)]
 
 
 def missing_in_vllm_generation() -> list[str]:

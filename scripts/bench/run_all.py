@@ -31,6 +31,7 @@ DESCRIPTIONS = {
     "bench_eval": "batched sampler vs one generate() per sample: completions/s",
     "grpo_overhead": "recipes/grpo.py's trainer vs bare trl.GRPOTrainer: s/step (target <= 1.05)",
     "sample_efficiency": "GRPO, DAPO, ablations and controls over seeds: held-out pass@1 vs completions sampled",
+    "tool_cost": "a python-tool call vs plain python -c (target <= 2x); a tool-using GRPO step's timing_s/tools",
 }
 
 

@@ -51,6 +51,7 @@ CONFIG_PROCESSES = {
     "deepseek-r1-distill-qwen-1.5b/dapo.yaml": 8,
     "qwen2.5-7b/dapo.yaml": 16,
     "qwen2.5-math-1.5b/dapo.yaml": 8,
+    "qwen2.5-math-1.5b/dapo_tools.yaml": 8,
     "qwen2.5-math-1.5b/dr_grpo.yaml": 8,
     "qwen2.5-math-1.5b/grpo.yaml": 8,
     "qwen2.5-coder-1.5b/grpo_code.yaml": 8,

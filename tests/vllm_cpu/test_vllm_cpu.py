@@ -6,6 +6,7 @@ dependencies. On the tiny model:
   monitor, gold rewards, step timing and the held-out evaluation on: vLLM generates, the weights are pushed to it every step
   (recipes.stages.grpo.vllm_cpu; `timing_s/update_weights`), and TRL's sampling-mismatch metrics are logged;
 - server mode and two trainer processes sharing one server: test_vllm_server.py;
+- GRPO with `tools: [python]` colocated with vLLM: test_vllm_tools.py;
 - `python -m eval.evaluate --backend vllm` and rejection sampling's `sampling: {backend: vllm}` give pass@1 equal,
   within sampling noise, to the transformers backend on the same problems.
 """

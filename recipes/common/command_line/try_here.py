@@ -47,6 +47,9 @@ TRY_SIZES = {
 # Cut only where a config sets them: TRL's steps_per_generation follows the accumulation; unset, dataset_num_rows
 # means all rows (a Hub set's rows are the shipped handful already)
 ONLY_WHERE_SET = {"steps_per_generation": 1, "dataset_num_rows": 8}
+# With tools the system turn lists their schemas (SmolLM2 in TRL's Qwen2.5 template: about 340 tokens), so a row cut
+# to TRY_SIZES' 256 would lose its question and answer: a tool config keeps up to this many.
+TRY_MAX_LENGTH_WITH_TOOLS = 512
 
 
 @dataclass
@@ -242,6 +245,8 @@ def _sizes(config: dict, argv: list[str], defaults: dict) -> None:
     for name, most in TRY_SIZES.items():
         if name not in defaults or _flag(argv, name) is not None:
             continue
+        if name == "max_length" and config.get("tools"):
+            most = TRY_MAX_LENGTH_WITH_TOOLS
         value = config.get(name, defaults[name])
         if name == "max_steps" and (value is None or value < 0):
             value = None  # "train for the epochs": a try trains steps

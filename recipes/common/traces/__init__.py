@@ -7,7 +7,9 @@ Both recipes turn a model's own completions into SFT data by one rule, written o
 2. keep a completion when the verifier says it is correct (`correct is True`; an unscorable row keeps
    nothing) and, by default, when it ended with EOS: a truncated completion teaches the model not to stop;
 3. drop duplicates within a problem: completions equal after normalisation (case, spacing, LaTeX
-   dressing, as data_filters.dedup compares questions) are one completion, the first one kept;
+   dressing, as data_filters.dedup compares questions) are one completion, the first one kept; sampled with
+   tools (`tools:`, eval/tools/trl_sampling.py), a completion is its whole conversation, calls and results
+   included, and is kept as such in the row's `messages` (with the tools' schemas in `tools`) for SFT;
 4. keep at most `m` per problem, chosen `shortest` first (fewest tokens, then fewest characters, then
    sampling order), at `random` (a generator seeded by the run seed and the problem id, so a rerun
    keeps the same ones whatever the other problems) or `best` (the highest reward-model score first).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from eval.runner import sample_and_score
@@ -15,10 +16,24 @@ from rewards.verdicts import verifier_of
 def make_trace_sampler(args: TraceArguments, model_path: str | Path):
     from eval.sampler import make_sampler
 
+    if getattr(args, "tools", None):  # TRL's tool loop, as GRPO trains (eval/tools/trl_sampling.py)
+        from eval.tools.trl_sampling import make_tool_sampler
+
+        return make_tool_sampler(
+            str(model_path), args.tools, args.tool_options, args.max_tool_calling_iterations,
+            batch_size=args.sampling.batch_size,
+        )  # fmt: skip
     return make_sampler(args.sampling.backend, str(model_path), batch_size=args.sampling.batch_size)
 
 
-def _training_row(row: dict, sample: dict, rationalized: bool) -> dict:
+def _training_row(row: dict, sample: dict, rationalized: bool, tools_json: str | None = None) -> dict:
+    if "conversation" in sample:  # sampled with tools: the whole conversation, tool calls and results included
+        return {
+            **_training_row(row, {key: value for key, value in sample.items() if key != "conversation"}, rationalized),
+            "messages": [*row["prompt"], *sample["conversation"]],  # SFTTrainer's conversational form
+            "tools": tools_json,  # the tools' JSON schemas, as SFTTrainer reads a `tools` column
+            "tool_calls": sample.get("tool_calls"),
+        }
     return {
         "id": row["id"],
         "prompt": row["prompt"],  # always the original prompt: a rationalised sample is stored without its hint
@@ -58,6 +73,8 @@ def collect_traces(
     if args.keep_reward_model:
         score_with_reward_model(sampler, rows, results, args.keep_reward_model)
     by_verifier = args.keep_by != "reward_model"
+    schemas = getattr(sampler, "schemas", None)  # a tool sampler: the schemas its model saw
+    tools_json = json.dumps(schemas(args.sampling.params(seed))) if schemas is not None else None
     kept = []
     for row, result in zip(rows, results, strict=True):
         samples = result.samples
@@ -73,7 +90,7 @@ def collect_traces(
             require_stop=args.require_stop,
             min_score=args.keep_min_score if args.keep_by != "verifier" else None,
         )
-        kept += [_training_row(row, sample, rationalized=hint_template is not None) for sample in chosen]
+        kept += [_training_row(row, sample, hint_template is not None, tools_json) for sample in chosen]
     return kept, results
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 from tasks.text import normalized_text
@@ -48,7 +49,8 @@ def select_samples(
         text = sample.get("text")
         if not isinstance(text, str) or not text.strip():
             continue
-        key = completion_key(text)
+        # with tools, a trajectory is its calls and their results too: two that end alike are not duplicates
+        key = completion_key(json.dumps(sample["conversation"])) if "conversation" in sample else completion_key(text)
         if key in seen:
             continue
         seen.add(key)

@@ -48,6 +48,24 @@ class TraceArguments:
     keep_min_score: float | None = field(
         default=None, metadata={"help": "The lowest keep_reward_model score a kept sample may have (None: no floor)."}
     )
+    tools: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Tools the model may call while it samples, through TRL's tool loop as GRPO trains with it "
+            "(eval/tools/trl_sampling.py): python, or your own as path/to/file.py:function. A kept sample is its whole "
+            "conversation, tool calls and tool results included, in the row's messages (and the tools' schemas in "
+            "its tools column), for SFT to train on; the held-out evaluation samples with the tools too."
+        },
+    )
+    tool_options: dict = field(
+        default_factory=dict,
+        metadata={
+            "help": "The python tool's budgets: {timeout_s, memory_mb, max_output_chars, ...} (eval/tools/python.py)."
+        },
+    )
+    max_tool_calling_iterations: int = field(
+        default=4, metadata={"help": "With tools: a completion's tool calls at most (TRL's option of the same name)."}
+    )
     eval_dataset_name: str | None = field(
         default=None,
         metadata={"help": "Held-out problems to report pass@1 on; default: the training source's eval_split."},
@@ -85,6 +103,14 @@ class TraceArguments:
                 )
             check_reward_specs([{"name": "reward_model", **self.keep_reward_model}], "keep_reward_model")
         self.sampling = SamplingOptions.from_mapping(self.sampling, "sampling")
+        if self.tools:  # a misspelt tool or one TRL cannot show the model: one line now, not after loading
+            from basics.option_values import mapping_option
+            from eval.tools.registry import trainer_tools
+
+            self.tool_options = mapping_option(self.tool_options, "tool_options") or {}
+            trainer_tools(self.tools, **self.tool_options)
+            if self.max_tool_calling_iterations < 0:
+                raise ValueError(f"max_tool_calling_iterations must be >= 0, got {self.max_tool_calling_iterations}")
         if self.max_per_problem < 1:
             raise ValueError(f"max_per_problem must be >= 1, got {self.max_per_problem}")
         if self.eval_samples_per_problem < 0:

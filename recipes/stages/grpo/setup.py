@@ -64,6 +64,18 @@ def warn_if_checkpoints_too_few(training_args, patience: int) -> None:
         )  # fmt: skip
 
 
+def with_chat_prompts(rows, script_args):
+    """Rows whose `prompt` is plain text (a source's own prompt column, as DAPO-Math-17k's) with it as chat messages,
+    `system_prompt` and `user_template` applied as the schema applies them to a question: TRL's tool loop appends
+    the calls and their results to a conversation, so it needs one. Chat prompts are returned as they are."""
+    if rows is None or len(rows) == 0 or not isinstance(rows[0]["prompt"], str):
+        return rows
+    from tasks.rows import build_prompt
+
+    template = script_args.user_template or "{problem}"
+    return rows.map(lambda row: {"prompt": build_prompt(row["prompt"], script_args.system_prompt, template)})
+
+
 class BuiltTrainer(NamedTuple):
     """The trainer and what recipes/grpo.py needs of the build after training (saving, the run card)."""
 
@@ -126,6 +138,8 @@ def build_trainer(script_args: GRPOScriptArguments, training_args, model_args, c
 
         tokenizer = with_tool_template(tokenizer)
         tools = trainer_tools(script_args.tools, **script_args.tool_options)
+        rows = with_chat_prompts(rows, script_args)
+        held_out = with_chat_prompts(held_out, script_args)
         logger.info(
             "tools: %s, at most %s calls a completion", script_args.tools, training_args.max_tool_calling_iterations
         )

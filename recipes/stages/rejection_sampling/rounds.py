@@ -111,6 +111,25 @@ def sample_round(
     return kept, state
 
 
+def sft_tokenizer(script_args, model_path: str, training_args, model_args):
+    """The tokenizer a round's SFT trains with: the model's own, or, with `tools`, one whose template renders the
+    kept conversations' calls and results (eval.tools.chat_template) with loss markers. Tool traces need
+    `assistant_only_loss: true`: split at the last turn instead, a trace's calls would not be trained on."""
+    from recipes.common.model.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(model_path, model_args.model_revision)
+    if not script_args.tools:
+        return tokenizer
+    if not getattr(training_args, "assistant_only_loss", False):
+        raise ValueError(
+            "tools: the kept traces are conversations with tool calls; set assistant_only_loss: true so that SFT "
+            "trains on every assistant turn (the calls too) and not on the tools' results"
+        )
+    from eval.tools.chat_template import with_tool_template
+
+    return with_tool_template(tokenizer)
+
+
 def left_as_it_was(output_dir: Path, rounds: int) -> bool:
     """True, saying so in one line, where a rerun found every round complete and unchanged and the run's summary
     written (issue 57: a finished run is left alone: nothing sampled, trained or written again)."""

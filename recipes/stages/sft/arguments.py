@@ -14,7 +14,8 @@ from tasks.schema import DataArguments
 
 @dataclass
 class SFTScriptArguments(TryOnThisMachineArguments, DemoModelArguments, DataArguments):
-    """recipes/sft.py: the model to start from, how rows become the assistant's turn, thinking modes, LoRA merge."""
+    """recipes/sft.py: the model to start from, how rows become the assistant's turn, thinking modes, LoRA merge,
+    tools."""
 
     DEMO_MODEL: ClassVar[str] = "tiny"  # the SFT demo starts from the untrained tiny model
 
@@ -51,6 +52,46 @@ class SFTScriptArguments(TryOnThisMachineArguments, DemoModelArguments, DataArgu
         },
     )
 
+    tools: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Tools the conversations call, as GRPO's tools option names them: python (the built-in "
+            "interpreter) or your own as path/to/file.py:function. The tokenizer gets a chat template that renders "
+            "tool calls and results (eval/tools/chat_template.py), saved with the model; every conversation is "
+            "shown the tools as GRPO shows them, and the loss is on the assistant's turns only (their text, calls "
+            "and end of turn), never on a tool's result. Needs assistant_only_loss: true."
+        },
+    )
+    tool_solutions: str | None = field(
+        default=None,
+        metadata={
+            "help": "Train on the arithmetic task's tool-using worked solutions (tasks/tool_solutions.py) instead of "
+            "its text solutions: a cold start that teaches the python tool's call format. one_call: the problem's "
+            "steps in one call; per_step: one call per step. Needs tools: [python] and arithmetic rows.",
+            "choices": ("one_call", "per_step"),
+        },
+    )
+
     def __post_init__(self) -> None:
         super().__post_init__()
         self.model_config_overrides = mapping_option(self.model_config_overrides, "model_config_overrides")
+        if self.tools:  # a misspelt tool or one TRL cannot show the model: one line now, not after loading
+            from recipes.stages.sft.tools import tool_schemas
+
+            tool_schemas(self.tools)
+        if self.tool_solutions is not None:
+            if "python" not in self.tools:
+                raise ValueError("tool_solutions: the worked solutions call the python tool; add it: tools: [python]")
+            if self.assistant_template is not None:
+                raise ValueError("tool_solutions builds the assistant's turns itself; leave assistant_template unset")
+
+    def check_with(self, *configs) -> None:
+        """With tools, the loss must be masked by the template (recipes.common.command_line.checks runs this once
+        every dataclass of the recipe is parsed): a prompt/completion split would keep every turn but the last,
+        the calls included, out of the loss."""
+        for config in configs:
+            if self.tools and getattr(config, "assistant_only_loss", None) is False:
+                raise ValueError(
+                    "tools: the assistant's calls are trained only with assistant_only_loss: true (the tool template's "
+                    "generation markers mask the prompt and every tool result); set assistant_only_loss: true"
+                )

@@ -1,0 +1,206 @@
+"""Evaluation with tools (`python -m eval.evaluate --tools python`) through TRL's tool loop: a scripted policy calls the
+python tool on some samples, the sandboxed interpreter answers, and the records, the summary's tool figures and the
+token counts are checked against counts made by hand from the script. Without --tools nothing changes.
+
+The tiny model never writes a call by itself, so each trainer the sampler builds has its turns scripted (its
+`_generate_single_turn`, which TRL's loop calls for every turn, as tests/test_grpo_tools.py does); the parse, the
+tool, the masks and the conversation are TRL's and the sampler's own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+CALLS = {0: "print(6*7)", 2: "print(1 / 0)"}  # of each problem's 4 samples: these call python, one failing
+N = 4
+PROBLEMS = [("What is 6*7?", "42"), ("What is 3+4?", "7")]
+
+
+def script(sampler, calls: dict[int, str] = CALLS) -> dict:
+    """Every trainer `sampler` builds samples by this script: on the first turn, the batch's rows in `calls` call
+    python(code) and the others answer \\boxed{7}; after a tool result, "so \\boxed{42}". Returns the token ids of
+    each scripted turn, for counts by hand."""
+    tokenizer = sampler.tokenizer
+    prompt = [{"role": "user", "content": "x"}]
+    before = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
+
+    def call_ids(code):
+        call = {"role": "assistant", "content": "", "tool_calls": [
+            {"type": "function", "function": {"name": "python", "arguments": {"code": code}}}]}  # fmt: skip
+        whole = tokenizer.apply_chat_template([*prompt, call], tokenize=False)
+        return tokenizer(whole[len(before) :], add_special_tokens=False)["input_ids"]
+
+    def answer(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+
+    turns = {"calls": {row: call_ids(code) for row, code in calls.items()}, "plain": answer("\\boxed{7}")}
+    turns["after_tool"] = answer("so \\boxed{42}")
+
+    def turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        if "<tool_response>" not in tokenizer.decode(prompt_ids[0]):
+            ids = [turns["calls"].get(row, turns["plain"]) for row in range(len(prompt_ids))]
+        else:
+            ids = [turns["after_tool"] for _ in prompt_ids]
+        return ids, None
+
+    build = sampler._build
+
+    def scripted_build(params):
+        trainer = build(params)
+        trainer._generate_single_turn = turn
+        return trainer
+
+    sampler._build = scripted_build
+    return turns
+
+
+@pytest.fixture(scope="module")
+def tool_sampler(tiny_model_dir):
+    from eval.tools.trl_sampling import make_tool_sampler
+
+    sampler = make_tool_sampler(str(tiny_model_dir), ["python"], {"timeout_s": 2.0}, max_tool_calls=2, batch_size=8)
+    turns = script(sampler)
+    yield sampler, turns
+    sampler.close()
+
+
+@pytest.fixture(scope="module")
+def problems_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tool_eval") / "problems.jsonl"
+    path.write_text("".join(json.dumps({"problem": q, "answer": a}) + "\n" for q, a in PROBLEMS))
+    return path
+
+
+def _evaluate(monkeypatch, model_dir, problems_file, out, *extra, sampler=None):
+    import eval.evaluate as evaluate
+
+    if sampler is not None:
+        monkeypatch.setattr(evaluate, "make_tool_sampler", lambda *args, **kwargs: sampler)
+    argv = ["--model", str(model_dir), "--dataset", str(problems_file), "--n", str(N), "--k", "1", "--output-dir",
+            str(out), "--temperature", "1.0", "--top-p", "1.0", "--max-new-tokens", "250", "--backend", "transformers",
+            *extra]  # fmt: skip
+    evaluate.main(argv)
+    folder = next(path for path in out.iterdir() if path.is_dir())
+    samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    return (
+        samples,
+        json.loads((folder / "summary.json").read_text()),
+        json.loads((folder / "protocol.json").read_text()),
+    )
+
+
+@pytest.fixture(scope="module")
+def tool_run(tool_sampler, tiny_model_dir, problems_file, tmp_path_factory):
+    sampler, turns = tool_sampler
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        out = tmp_path_factory.mktemp("tool_eval_out")
+        samples, summary, protocol = _evaluate(
+            monkeypatch, tiny_model_dir, problems_file, out, "--tools", "python", "--max-tool-calls", "2",
+            "--tool-options", "timeout_s=2", sampler=sampler,
+        )  # fmt: skip
+    return samples, summary, protocol, turns
+
+
+def test_each_record_keeps_the_conversation_and_its_counts(tool_run):
+    samples, _, protocol, _ = tool_run
+    assert protocol["tools"] == {"names": ["python"], "options": {"timeout_s": 2}, "max_tool_calls": 2}
+    assert len(samples) == N * len(PROBLEMS)
+    for sample in samples:
+        conversation = sample["conversation"]
+        tool_messages = [message for message in conversation if message["role"] == "tool"]
+        if sample["index"] in CALLS:
+            assert [message["role"] for message in conversation] == ["assistant", "tool", "assistant"]
+            call = conversation[0]["tool_calls"][0]["function"]
+            assert call["name"] == "python" and call["arguments"] == {"code": CALLS[sample["index"]]}
+            reply = tool_messages[0]["content"]
+            assert ("42" in reply) if sample["index"] == 0 else ("ZeroDivisionError" in reply)
+            assert sample["tool_calls"] == 1 and sample["turns"] == 2
+            assert sample["tool_failures"] == (sample["index"] != 0)
+            assert sample["extracted"] == "42" and sample["text"].endswith("so \\boxed{42}")
+        else:
+            assert conversation == [{"role": "assistant", "content": "\\boxed{7}"}]
+            assert (sample["tool_calls"], sample["tool_failures"], sample["turns"], sample["tool_tokens"]) == (
+                0,
+                0,
+                1,
+                0,
+            )
+        assert sample["finish_reason"] == "stop"
+
+
+def test_the_tool_figures_equal_counts_by_hand(tool_run):
+    samples, summary, _, _ = tool_run
+    completions = N * len(PROBLEMS)
+    calls = len(CALLS) * len(PROBLEMS)
+    failed = sum(1 for code in CALLS.values() if "1 / 0" in code) * len(PROBLEMS)
+    # correct: the callers on 6*7 (they answer 42 after the tool), the others on 3+4 (they answer 7)
+    correct = len(CALLS) + (N - len(CALLS))
+    correct_with_tool = len(CALLS)
+    assert sum(bool(sample["correct"]) for sample in samples) == correct
+    tools = summary["tools"]
+    assert tools["calls_per_completion"] == pytest.approx(calls / completions)
+    assert tools["failure_frac"] == pytest.approx(failed / calls)
+    assert tools["turns_mean"] == pytest.approx((completions + calls) / completions)  # a result adds a turn
+    assert tools["used_tool_frac"] == pytest.approx(calls / completions)
+    assert tools["correct_used_tool_frac"] == pytest.approx(correct_with_tool / correct)
+    assert summary["metrics"]["pass@1"]["mean"] == pytest.approx(0.5)
+
+
+def test_token_counts_are_the_models_tokens_alone(tool_run):
+    samples, summary, _, turns = tool_run
+    by_index = {}
+    for sample in samples:
+        if sample["index"] in CALLS:
+            model = len(turns["calls"][sample["index"]]) + len(turns["after_tool"])
+            assert sample["num_tokens"] == model and sample["tool_tokens"] > 0
+        else:
+            model = len(turns["plain"])
+            assert sample["num_tokens"] == model
+        by_index[(sample["id"], sample["index"])] = model
+    # the summary's mean length (what length figures and budgets read) counts no tool result token
+    assert summary["mean_tokens"] == pytest.approx(sum(by_index.values()) / len(by_index))
+    assert summary["tools"]["tool_tokens_mean"] == pytest.approx(
+        sum(sample["tool_tokens"] for sample in samples) / len(samples)
+    )
+
+
+def test_without_tools_the_records_are_as_before(monkeypatch, tiny_model_dir, problems_file, tmp_path):
+    import eval.evaluate as evaluate
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the tool sampler ran without --tools")
+
+    monkeypatch.setattr(evaluate, "make_tool_sampler", refuse)
+    samples, summary, protocol = _evaluate(
+        monkeypatch, tiny_model_dir, problems_file, tmp_path, "--max-new-tokens", "8"
+    )
+    assert {key for sample in samples for key in sample} == {
+        "id", "seed", "index", "text", "extracted", "correct", "reason", "num_tokens", "finish_reason"}  # fmt: skip
+    assert "tools" not in summary and "tools" not in protocol
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tools", "pyhton"], "unknown tool 'pyhton'"),
+        (["--tools", "python", "--budgets", "8"], "--budgets"),
+        (["--tools", "python", "--tool-options", "timeout_s"], "not key=value"),
+        (["--tools", "python", "--tool-options", "{bad json"], "not valid JSON"),
+    ],
+)
+def test_a_tool_flag_mistake_is_one_line(tmp_path, capsys, extra, message):
+    from eval.evaluate import parse_args
+
+    with pytest.raises(SystemExit) as stop:
+        parse_args(["--model", "m", "--dataset", "d", "--output-dir", str(tmp_path), *extra])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_tool_options_read_json_or_key_value():
+    from eval.tools.trl_sampling import parse_tool_options
+
+    assert parse_tool_options('{"timeout_s": 5, "memory_mb": 256}') == {"timeout_s": 5, "memory_mb": 256}
+    assert parse_tool_options("timeout_s=5, memory_mb=256 max_output_chars=1e3") == {
+        "timeout_s": 5, "memory_mb": 256, "max_output_chars": 1000.0}  # fmt: skip
+    assert parse_tool_options(None) == {} and parse_tool_options("") == {}
