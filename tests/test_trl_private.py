@@ -67,3 +67,20 @@ def test_no_other_module_reaches_a_private_name_of_trl():
                 if reach.search(seam.sub("", line)):
                     offenders.append(f"{path.relative_to(REPO)}:{number}: {line.strip()}")
     assert not offenders, "private names of TRL reached outside recipes/common/trl_private.py:\n" + "\n".join(offenders)
+
+
+def test_every_override_of_the_trainer_is_listed_and_a_renamed_base_method_stops_the_build(tmp_path, monkeypatch):
+    from trl import GRPOTrainer
+
+    from recipes.stages.grpo.trainer import RLVRGRPOTrainer
+
+    # an override whose base method an upgrade renamed would never run again: each one is listed, so it is checked
+    bases = RLVRGRPOTrainer.__mro__[1:]
+    overrides = {name for name in vars(RLVRGRPOTrainer) if not name.startswith("__")}
+    overrides = {name for name in overrides if any(name in vars(base) for base in bases)}
+    assert overrides == set(trl_private.OVERRIDDEN)
+    # hasattr would still find our override; the check reads TRL's and transformers' classes
+    monkeypatch.delattr(GRPOTrainer, "_get_per_token_logps_and_entropies")
+    assert hasattr(RLVRGRPOTrainer, "_get_per_token_logps_and_entropies")
+    with pytest.raises(RuntimeError, match=r"lack \['_get_per_token_logps_and_entropies'\]"):
+        build_trainer(tmp_path)

@@ -56,9 +56,44 @@ PATCHED = {
 }
 
 
+# The methods of TRL's and transformers' trainers that RLVRGRPOTrainer overrides (recipes/stages/grpo/trainer.py, each
+# calling super()). Overriding is the trainer's seam, not a reach into TRL; but were an upgrade to rename one, the
+# override would never run again and nothing would fail: the step would silently lose what it adds there.
+OVERRIDDEN = {
+    "_get_train_sampler": "transformers.Trainer: the curriculum's and dynamic sampling's order of prompts",
+    "get_batch_samples": "transformers.Trainer: the rollout worker's batches in place of the dataloader's",
+    "_generate_and_score_completions": "trl.GRPOTrainer: dynamic sampling's rounds, gold rewards, zero-advantage skip",
+    "_generate": "trl.GRPOTrainer: partial rollouts and step timing around TRL's generation (its tool loop included)",
+    "_generate_single_turn": "trl.GRPOTrainer: compact generation in place of model.generate",
+    "_calculate_rewards": "trl.GRPOTrainer: reward timing and the rewards' own logs",
+    "training_step": "transformers.Trainer: the zero-loss step when no row trains, step timing",
+    "_prepare_inputs": "trl.GRPOTrainer: shared prompts, the reference log-probs, the rollout worker's batches",
+    "_get_per_token_logps_and_entropies": "trl.GRPOTrainer: the shared-prompt forward and the sampler correction",
+    "compute_loss": "transformers.Trainer: the loss pass's timing and its token counts",
+    "_compute_loss": "trl.GRPOTrainer: marks what the loss pass's forward does with its log-probs",
+    "_save_checkpoint": "transformers.Trainer: our state (dynamic sampling, curriculum, held-out) saved beside",
+    "_load_optimizer_and_scheduler": "transformers.Trainer: our state restored on resume",
+    "log": "transformers.Trainer: our metrics merged into each log record",
+}
+
+
+def _given_by_the_libraries(trainer, name: str) -> bool:
+    """Whether TRL or transformers, not this repository, give `trainer` the name: an instance attribute their
+    constructors set, or an attribute of one of their classes in the trainer's MRO (an override of ours hides a
+    renamed base method from hasattr, so the classes are read one by one)."""
+    if name in vars(trainer):
+        return True
+    return any(name in vars(klass) for klass in type(trainer).__mro__ if klass.__module__.split(".")[0] in LIBRARIES)
+
+
+LIBRARIES = ("trl", "transformers")
+
+
 def missing(trainer) -> list[str]:
-    """The names of TRAINER and TOOL_SAMPLING that `trainer` (a built GRPO trainer) lacks."""
-    return [name for name in [*TRAINER, *TOOL_SAMPLING] if not hasattr(trainer, name)]
+    """The names of TRAINER, TOOL_SAMPLING and OVERRIDDEN that TRL and transformers do not give `trainer` (a built
+    GRPO trainer)."""
+    names = dict.fromkeys([*TRAINER, *TOOL_SAMPLING, *OVERRIDDEN])  # one read and overridden is named once
+    return [name for name in names if not _given_by_the_libraries(trainer, name)]
 
 
 def missing_in_vllm_generation() -> list[str]:
