@@ -10,6 +10,9 @@ the number outside it) and reliability on two or more steps. That is what a cold
 minutes on a CPU, which is what `make demo-real` shows. Numbers stay small (results 0..200, products of
 one-digit factors), so the task is one of reasoning in steps, not of long arithmetic.
 
+`arithmetic-hard:<levels>` (tasks.arithmetic_hard) is the same task with 3- and 4-digit numbers, where a tool that
+computes matters; it shares `worded` and `family_rows` with this module, and draws no row of this one.
+
 Splits are disjoint by construction, as in tasks.synthetic: a question is in the eval split exactly
 when a hash of its text falls in the eval bucket.
 """
@@ -70,10 +73,17 @@ def make_problem(rng: random.Random, level: int) -> tuple[str, str, int]:
         step = _step(rng, total, name, item)
         steps.append(step)
         total = step.value
+    return worded(name, item, steps)
+
+
+def worded(name: str, item: str, steps: list[Step]) -> tuple[str, str, int]:
+    """(question, worked solution, answer) of `steps` on `name`'s `item`: the question's sentences, then the
+    solution's working lines (`a op b = c`, as tasks.tool_solutions reads them) and the boxed last result."""
     start = steps[0].working.split(" ")[0]
     question = f"{name} has {start} {item}. " + " ".join(s.sentence for s in steps)
     question += f" How many {item} does {name} have now?"
     working = "\n".join(s.working for s in steps)
+    total = steps[-1].value
     solution = f"{name} starts with {start} {item}.\n{working}\n\\boxed{{{total}}}"
     return question, solution, total
 
@@ -91,14 +101,32 @@ def generate_rows(
 
     `require_number` (on by default) is why `\\boxed{14 - 5}` does not solve "Mia has 14 ... gives 5": the
     rows ask every stage that scores them for a number literal (tasks.generation.draw_rows)."""
+    return family_rows(
+        "arithmetic", make_problem, levels, num_per_level, seed, split, system_prompt, user_template, require_number
+    )
+
+
+def family_rows(
+    family: str,
+    make,
+    levels: list[int],
+    num_per_level: int,
+    seed: int,
+    split: str,
+    system_prompt: str | None,
+    user_template: str,
+    require_number: bool,
+) -> list[dict]:
+    """The rows of an arithmetic family (`make(rng, level)` draws one problem), each level's stream keyed by
+    `family:seed:split:level`; the question shown ends with the instruction to box the answer."""
     if "{problem}" not in user_template:
         raise ValueError(f"user_template must contain '{{problem}}', got {user_template!r}")
 
     def draw(rng: random.Random, level: int) -> tuple[str, str, str, int]:
-        question, solution, answer = make_problem(rng, level)
+        question, solution, answer = make(rng, level)
         return question, f"{question}\n{INSTRUCTION}", solution, answer
 
     return draw_rows(
-        "arithmetic", list(levels), num_per_level, split, draw, lambda level: f"arithmetic:{seed}:{split}:{level}",
+        family, list(levels), num_per_level, split, draw, lambda level: f"{family}:{seed}:{split}:{level}",
         system_prompt, user_template, require_number,
     )  # fmt: skip

@@ -2,6 +2,8 @@
 
     aime24, aime25, amc23, math500, gsm8k     Hub datasets, with their field maps
     synthetic:<levels>                       the embedded task's held-out split (e.g. synthetic:5, synthetic:1-8)
+    arithmetic:<levels>, arithmetic-hard:<levels>
+                                             the arithmetic task's held-out split, and its harder split's
     humaneval, apps:<file>, codecontests:<file>, livecodebench:<file>
                                              code sets, scored by the code verifier (tasks/code_sets.py)
     any local .json / .jsonl / .parquet file or save_to_disk folder
@@ -56,6 +58,8 @@ def available_eval_datasets() -> list[str]:
     return [
         *sorted(REGISTRY),
         "synthetic:<levels>",
+        "arithmetic:<levels>",
+        "arithmetic-hard:<levels>",
         "humaneval",
         *(f"{style}:<file>" for style in STYLES),
         "<path to .json/.jsonl/.parquet or a save_to_disk folder>",

@@ -98,6 +98,9 @@ def load_rows_with_report(args: DataArguments, split: str | None = None):
             **({} if args.require_number is None else {"require_number": args.require_number}),
         )
         return Dataset.from_list(rows), SchemaReport(name, len(rows), len(rows))
+    misspelled = None if Path(name).expanduser().exists() else synthetic.misspelled_name_message(name)
+    if misspelled:
+        raise DatasetNotFoundError(misspelled)
     dataset = _load_external(name, args.dataset_config, split)
     if args.dataset_num_rows is not None:
         dataset = dataset.select(range(min(args.dataset_num_rows, len(dataset))))

@@ -26,15 +26,19 @@ import re
 import string
 from dataclasses import dataclass
 
+from basics.did_you_mean import nearest_name, unknown_names_message
 from tasks.generation import draw_rows, split_of  # noqa: F401  (split_of: a question's split)
 
 DEFAULT_DISTRACTORS = 6
 DEFAULT_MAX_VALUE = 99
 SPLITS = ("train", "eval")
 _VARIABLES = string.ascii_lowercase
-# Generated task families by name: `synthetic:<levels>` (this module) and `arithmetic:<levels>`
-# (tasks.arithmetic, word problems for real pretrained models).
-_NAME = re.compile(r"^(?P<family>synthetic|arithmetic)(?::(?P<levels>[0-9,\- ]+))?$")
+# Generated task families by name: `synthetic:<levels>` (this module), `arithmetic:<levels>` (tasks.arithmetic, word
+# problems for real pretrained models) and `arithmetic-hard:<levels>` (tasks.arithmetic_hard, its numbers too large
+# to work out in one's head).
+FAMILIES = ("synthetic", "arithmetic", "arithmetic-hard")
+_NAME = re.compile(rf"^(?P<family>{'|'.join(FAMILIES)})(?::(?P<levels>[0-9,\- ]+))?$")
+_LIKE_A_NAME = re.compile(r"^(?P<family>[A-Za-z][\w-]*):[0-9,\- ]+$")  # `<word>:<levels>`: no Hub id has a colon
 
 
 @dataclass(frozen=True)
@@ -113,18 +117,32 @@ def parse_levels(name: str) -> list[int]:
 
 
 def is_synthetic_name(name: str) -> bool:
-    """A generated task's name: `synthetic:<levels>` or `arithmetic:<levels>`."""
+    """A generated task's name: `synthetic:<levels>`, `arithmetic:<levels>` or `arithmetic-hard:<levels>`."""
     return bool(_NAME.match(name.strip()))
 
 
+def misspelled_name_message(name: str) -> str | None:
+    """For a name written as a generated task's (`<word>:<levels>`) whose word is near a family's but none, the
+    one line that says so and names the nearest (`arithmetc:1-3`: did you mean 'arithmetic'?); else None."""
+    match = _LIKE_A_NAME.match(name.strip())
+    if not match or is_synthetic_name(name) or nearest_name(match.group("family"), FAMILIES) is None:
+        return None
+    return f"dataset {name!r}: " + unknown_names_message([match.group("family")], FAMILIES, "generated task")
+
+
 def generate_named(name: str, num_per_level: int, seed: int = 0, split: str = "train", **options) -> list:
-    """Rows of the generated task `name` (`synthetic:1-3`, `arithmetic:1-2`); options: system_prompt,
-    user_template, require_number."""
+    """Rows of the generated task `name` (`synthetic:1-3`, `arithmetic:1-2`, `arithmetic-hard:1-4`); options:
+    system_prompt, user_template, require_number."""
     levels = parse_levels(name)
-    if _NAME.match(name.strip()).group("family") == "arithmetic":
+    family = _NAME.match(name.strip()).group("family")
+    if family == "arithmetic":
         from tasks import arithmetic
 
         return arithmetic.generate_rows(levels, num_per_level, seed=seed, split=split, **options)
+    if family == "arithmetic-hard":
+        from tasks import arithmetic_hard
+
+        return arithmetic_hard.generate_rows(levels, num_per_level, seed=seed, split=split, **options)
     return generate_rows(levels, num_per_level, seed=seed, split=split, **options)
 
 

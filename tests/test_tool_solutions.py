@@ -1,7 +1,7 @@
 """Tool-using worked solutions of the arithmetic task (tasks/tool_solutions.py): the exact messages of one small
-problem by hand; for many problems of every level, the code run here with exec prints exactly the tool message,
-the final answer verifies with the repository's verifier (and an answer off by one does not), per-step mode makes
-one call per step, and the rows are deterministic for a seed."""
+problem by hand; for many problems of every level, of the task and of its harder split (`arithmetic-hard`), the code
+run here with exec prints exactly the tool message, the final answer verifies with the repository's verifier (and an
+answer off by one does not), per-step mode makes one call per step, and the rows are deterministic for a seed."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from rewards.text import completion_text
 from rewards.verdicts import score_completions
+from tasks import arithmetic_hard
 from tasks.arithmetic import MAX_LEVEL, generate_rows
 from tasks.tool_solutions import (
     COLUMN,
@@ -43,9 +44,13 @@ def printed(code: str) -> str:
     return out.getvalue()
 
 
-def rows_of_every_level(num_per_level: int = 40, seed: int = 5) -> list[dict]:
+# The arithmetic task's rows and its harder split's (3- and 4-digit numbers): the same solutions' format
+FAMILIES = pytest.mark.parametrize("generate", [generate_rows, arithmetic_hard.generate_rows], ids=["easy", "hard"])
+
+
+def rows_of_every_level(num_per_level: int = 40, seed: int = 5, generate=generate_rows) -> list[dict]:
     levels = list(range(1, MAX_LEVEL + 1))
-    return generate_rows(levels, num_per_level, seed=seed) + generate_rows(levels, 10, seed=seed, split="eval")
+    return generate(levels, num_per_level, seed=seed) + generate(levels, 10, seed=seed, split="eval")
 
 
 def test_one_small_problem_by_hand():
@@ -71,11 +76,12 @@ def test_one_small_problem_by_hand():
     assert PYTHON_TOOL["function"]["parameters"]["required"] == ["code"]
 
 
-def test_the_code_prints_the_tool_message_and_the_answer_verifies_at_every_level():
+@FAMILIES
+def test_the_code_prints_the_tool_message_and_the_answer_verifies_at_every_level(generate):
     """One call: its code prints the tool message; the final turn, alone or joined with the other assistant turns
     (as rewards read a conversation), is correct for the math verifier, with the rows' require_number; one more
     or one less is not."""
-    rows = add_tool_messages(rows_of_every_level())
+    rows = add_tool_messages(rows_of_every_level(generate=generate))
     assert {row["difficulty"] for row in rows} == set(range(1, MAX_LEVEL + 1))
     for row in rows:
         first, result, final = row[COLUMN]
@@ -98,10 +104,11 @@ def test_the_code_prints_the_tool_message_and_the_answer_verifies_at_every_level
         assert all(score.correct is False for score in score_completions(rows, wrong)), f"off by {shift} verified"
 
 
-def test_per_step_mode_makes_one_call_per_step():
+@FAMILIES
+def test_per_step_mode_makes_one_call_per_step(generate):
     """Per step: a call and its result for each step, each code self-contained (run alone, it prints its result,
     and starts from the previous tool message's number), the last result the answer, the final turn verified."""
-    rows = add_tool_messages(rows_of_every_level(), per_step=True)
+    rows = add_tool_messages(rows_of_every_level(generate=generate), per_step=True)
     for row in rows:
         messages, level = row[COLUMN], row["difficulty"]
         _, _, start, steps = parse_solution(row["solution"])
