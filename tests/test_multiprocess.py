@@ -97,11 +97,37 @@ if sys.argv and sys.argv[0].endswith("grpo.py"):
 """
 
 
+# Loaded the same way: DeepSpeed's torch backend starts by compiling its CPU shared-memory all-reduce kernel
+# (deepspeed/comm/torch.py build_shm_op, a C++ JIT build into ~/.cache/torch_extensions: about two minutes on a
+# fresh machine, which CI always is). That kernel serves one call only, `inference_all_reduce` (DeepSpeed's
+# tensor-parallel inference, torch.ops.deepspeed.inference_all_reduce_); ZeRO's training collectives (all-reduce,
+# reduce-scatter, all-gather) go through torch.distributed's gloo group whether it is built or not. What these
+# tests check is our recipe under ZeRO (two processes, one run card, one save, a model that loads, no teardown),
+# not DeepSpeed's inference kernel, so each process takes the path DeepSpeed itself takes where the kernel cannot
+# be had (build_shm_op() is None, as off Linux): the same training, without the compile.
+NO_SHM_KERNEL = """
+import importlib.abc, importlib.util, sys
+class _NoShmKernel(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "deepspeed.comm.torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+        def exec_module(module):
+            run(module)
+            module.build_shm_op = lambda: None
+        spec.loader.exec_module = exec_module
+        return spec
+sys.meta_path.insert(0, _NoShmKernel())
+"""
+
+
 @pytest.mark.parametrize("stage", [2, 3])
 def test_deepspeed_zero_two_processes(stage, tiny_model_dir, tmp_path):
     out, site = tmp_path / f"zero{stage}", tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(TEARDOWN_PROBE.format(folder=str(site)))
+    (site / "sitecustomize.py").write_text(TEARDOWN_PROBE.format(folder=str(site)) + NO_SHM_KERNEL)
     config = str(REPO / f"recipes/accelerate/zero{stage}.yaml")
     launcher = ["--config_file", config, "--num_processes", "2", "--mixed_precision", "no"]
     recipe = "demo/dapo.yaml" if stage == 3 else "demo/grpo.yaml"

@@ -4,9 +4,7 @@ the embedded default (no --config), and the errors a user meets first."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+import logging
 
 import pytest
 import torch
@@ -14,22 +12,26 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from trl import ModelConfig, SFTConfig
 
 from recipes import sft
+from recipes.common.command_line import config as command_line_config
 from recipes.common.command_line.config import parse_recipe_args
 from recipes.common.model.loading import ModelNotFoundError, resolve_model_path
 from recipes.common.training.sft_step import EOSTemplateError, check_eos_guarantee
 from tests.conftest import REPO
 
 
-def run_cli(*args: str, timeout: int = 600, cwd=REPO) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, str(REPO / "recipes" / "sft.py"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=cwd,
-    )
+def run_cli(capsys, monkeypatch, *args: str, cwd=REPO) -> tuple[int, str]:
+    """`python recipes/sft.py ARGS` from `cwd`, run in this process through the recipe's own command line (sft.cli,
+    what the script's __main__ calls): its exit code and what it wrote to stderr. A process of its own would only
+    add the imports (seconds each). A recipe's script run by path, in a process of its own, is tested where that is
+    the point: test_user_errors.py (a mistake: one line, exit code 2), test_library_noise.py, test_readme_example.py."""
+    monkeypatch.setattr(command_line_config, "setup_logging", lambda: None)  # keep pytest's log handlers
+    monkeypatch.chdir(cwd)
+    try:
+        sft.cli(list(args))
+        code = 0
+    except SystemExit as exit_info:
+        code = exit_info.code
+    return code, capsys.readouterr().err
 
 
 def test_eos_guarantee_accepts_our_template(tiny_tokenizer):
@@ -79,47 +81,54 @@ def test_a_short_run_trains_and_saves_a_loadable_model_with_its_run_card(tiny_mo
     assert card["versions"]["trl"].startswith("1.16")
 
 
-def test_embedded_default_runs_with_no_config(tmp_path):
+def test_embedded_default_runs_with_no_config(tmp_path, capsys, monkeypatch, caplog):
     """A fresh clone: the demo config's own model path (artifacts/tiny-base) does not exist, and is built."""
-    result = run_cli(
+    caplog.set_level(logging.INFO)
+    code, stderr = run_cli(
+        capsys, monkeypatch,
         "--output_dir", str(tmp_path / "out"), "--max_steps", "2", "--dataset_num_rows", "8", "--save_strategy", "no",
         cwd=tmp_path,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "embedded default" in result.stderr
-    assert "demo's own tiny path" in result.stderr  # one line says what is built, before it is
+    assert code == 0, stderr[-3000:]
+    logged = [record.getMessage() for record in caplog.records]  # the log lines the script writes to stderr
+    assert any("embedded default" in line for line in logged)
+    assert any("demo's own tiny path" in line for line in logged)  # one line says what is built, before it is
     assert (tmp_path / "artifacts" / "tiny-base" / "config.json").is_file()
     assert (tmp_path / "out" / "model.safetensors").is_file()
 
 
-def test_a_mistyped_model_path_is_an_error_not_a_build(tmp_path):
+def test_a_mistyped_model_path_is_an_error_not_a_build(tmp_path, capsys, monkeypatch):
     """demo_model_if_missing: true (the demo config) builds only at artifacts/tiny-base, never at another missing path."""
-    result = run_cli("--model_name_or_path", "artifacts/tiny-bsae", "--output_dir", str(tmp_path / "out"), cwd=tmp_path)
-    assert result.returncode != 0
-    assert "tiny-bsae" in result.stderr.splitlines()[-1]
+    argv = ("--model_name_or_path", "artifacts/tiny-bsae", "--output_dir", str(tmp_path / "out"))
+    code, stderr = run_cli(capsys, monkeypatch, *argv, cwd=tmp_path)
+    assert code != 0
+    assert "tiny-bsae" in stderr.splitlines()[-1]
     assert not (tmp_path / "artifacts" / "tiny-bsae").exists()
 
 
-def test_missing_model_path_gives_a_clear_error(tmp_path):
-    result = run_cli("--model_name_or_path", str(tmp_path / "nope"), "--demo_model_if_missing", "false")
-    assert result.returncode != 0
-    assert "not found" in result.stderr and "make_tiny_model.py" in result.stderr
-    assert "Traceback" not in result.stderr.splitlines()[-1]
+def test_missing_model_path_gives_a_clear_error(tmp_path, capsys, monkeypatch):
+    code, stderr = run_cli(
+        capsys, monkeypatch, "--model_name_or_path", str(tmp_path / "nope"), "--demo_model_if_missing", "false"
+    )
+    assert code != 0
+    assert "not found" in stderr and "make_tiny_model.py" in stderr
+    assert "Traceback" not in stderr.splitlines()[-1]
 
 
-def test_unknown_dataset_gives_a_clear_error(tiny_model_dir, tmp_path):
-    result = run_cli(
+def test_unknown_dataset_gives_a_clear_error(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    code, stderr = run_cli(
+        capsys, monkeypatch,
         "--model_name_or_path", str(tiny_model_dir), "--dataset_name", "no-such-org/no-such-set",
         "--output_dir", str(tmp_path / "x"),
     )  # fmt: skip
-    assert result.returncode != 0
-    assert "no-such-org/no-such-set" in result.stderr and "local .jsonl" in result.stderr
+    assert code != 0
+    assert "no-such-org/no-such-set" in stderr and "local .jsonl" in stderr
 
 
-def test_missing_config_file_lists_the_available_ones():
-    result = run_cli("--config", "recipes/configs/demo/nope.yaml")
-    assert result.returncode != 0
-    assert "not found" in result.stderr and "recipes/configs/demo/sft.yaml" in result.stderr
+def test_missing_config_file_lists_the_available_ones(capsys, monkeypatch):
+    code, stderr = run_cli(capsys, monkeypatch, "--config", "recipes/configs/demo/nope.yaml")
+    assert code != 0
+    assert "not found" in stderr and "recipes/configs/demo/sft.yaml" in stderr
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import yaml
 from recipes.common.command_line import config as recipe_config
 from recipes.common.command_line.config import CONFIG_DIR
 from recipes.common.command_line.try_here import TRY_DATASETS, TRY_MAX_LENGTH_WITH_TOOLS, TRY_SIZES, try_on_this_machine
+from tests.conftest import REPO
 
 NOT_MODEL_FOLDERS = ("demo", "data_filters")
 
@@ -55,6 +56,18 @@ def logged(monkeypatch, caplog):
     return caplog
 
 
+@pytest.fixture
+def fresh_clone(tmp_path, monkeypatch):
+    """The working directory of a fresh clone, which CI always is: the configs' relative paths (artifacts/models/...,
+    artifacts/demo-real/..., tests/data/...) are read from here, not from this checkout, where `make real-model` or
+    `make demo-real` may have left a real model: that folder would be kept, and the test would train the real
+    135 M model (a minute a config on 2 cores) instead of the stand-in, so what it runs would depend on the checkout."""
+    root = tmp_path / "clone"
+    root.mkdir()
+    (root / "tests").symlink_to(REPO / "tests")  # the rows smollm2-135m/grpo_code.yaml names
+    monkeypatch.chdir(root)
+
+
 def expected_swaps(raw: dict) -> set[str]:
     """The options whose swap a config's YAML calls for on a machine without GPU, Hub or vLLM."""
     swaps = {"bf16"} if raw.get("bf16") else set()
@@ -78,7 +91,7 @@ def test_every_model_config_is_tried():
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda path: f"{path.parent.name}/{path.stem}")
-def test_the_config_trains_a_step_here(config, tmp_path, logged):
+def test_the_config_trains_a_step_here(config, tmp_path, logged, fresh_clone):
     raw = yaml.safe_load(config.read_text())
     recipe = importlib.import_module(f"recipes.{recipe_of(config)}")
     out = tmp_path / "out"
