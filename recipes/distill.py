@@ -35,8 +35,9 @@ from recipes.common.checkpoints.resume import finished_run
 from recipes.common.command_line.checks import require_single_process
 from recipes.common.command_line.config import RecipeParser
 from recipes.common.held_out_eval import evaluate_model, load_eval_rows
-from recipes.common.model.loading import load_tokenizer, resolve_model_path
+from recipes.common.model.loading import resolve_model_path
 from recipes.common.run_card import write_run_card
+from recipes.common.traces import sft_tokenizer
 from recipes.common.training.sft_step import ChatTemplateError, check_chat_template
 from recipes.stages.distill.arguments import DistillScriptArguments
 from recipes.stages.distill.stages import distill_offline, distill_on_policy, on_policy_config
@@ -75,7 +76,7 @@ def main(script_args: DistillScriptArguments, training_args, model_args) -> Path
     if_missing = script_args.missing_model_fallback()
     teacher = resolve_model_path(script_args.teacher_model_name_or_path, if_missing=if_missing)
     student = make_student(script_args, model_args.model_name_or_path, teacher, output_dir)
-    check_chat_template(load_tokenizer(student), training_args)
+    check_chat_template(sft_tokenizer(script_args, student, training_args, model_args), training_args)
 
     rows = load_rows(script_args)
     eval_rows = load_eval_rows(script_args)

@@ -141,3 +141,98 @@ def test_tool_options_are_checked_when_the_recipe_is_parsed(tmp_path):
     with pytest.raises(ValueError, match="unknown tool 'pyhton'.*python"):
         GRPOScriptArguments(tools=["pyhton"])
     assert GRPOScriptArguments(tools=["python"], tool_options={"timeout_s": 1}).tools == ["python"]
+
+
+def _policy_logps(model, prompt_ids, completion_ids) -> torch.Tensor:
+    """Each completion token's log-prob under `model`, from a plain forward pass (not the trainer's)."""
+    with torch.no_grad():
+        logits = model(input_ids=torch.cat([prompt_ids, completion_ids], dim=1)).logits.float()
+    logits = logits[:, prompt_ids.shape[1] - 1 : -1]
+    return torch.log_softmax(logits, dim=-1).gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def _loss_and_gradients(trainer, batch: dict) -> tuple[float, dict, dict]:
+    """RLVRGRPOTrainer.compute_loss on a copy of `batch` (the trainer's loss pass, its sampler correction included),
+    then backward: the loss, every parameter's gradient, and what the loss pass put into the batch."""
+    model = trainer.model
+    model.train()
+    model.zero_grad(set_to_none=True)
+    inputs = dict(batch)
+    loss = trainer.compute_loss(model, inputs)
+    loss.backward()
+    gradients = {name: parameter.grad.detach().clone() for name, parameter in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return loss.item(), gradients, inputs
+
+
+def test_a_tool_results_text_changes_neither_the_loss_nor_any_gradient(tmp_path):
+    """Two hand-built batches differ only in the token ids of a tool's result, which ends row 0 after the model's
+    last turn (a completion cut at its length right after a result): what conditions on the result is not in the
+    completion, so an honest loss is the same for both, and so is each parameter's gradient, exactly. The loss
+    runs through RLVRGRPOTrainer.compute_loss with the sampler correction on in a sequence mode with no clip (a
+    tool token read into the sequence's ratio would move it). Two controls show that the comparison can fail: a
+    model token changed moves the loss, and with a tool mask of ones the two results give two losses."""
+    trainer, tokenizer = _trainer(
+        tmp_path, "print(6*7)", vllm_importance_sampling_correction=True,
+        vllm_importance_sampling_mode="sequence_truncate", vllm_importance_sampling_clip_max=1e30,
+    )  # fmt: skip
+    prompt = [{"role": "user", "content": "What is 6*7?"}]
+    call = {"role": "assistant", "content": "", "tool_calls": [
+        {"type": "function", "function": {"name": "python", "arguments": {"code": "print(6*7)"}}}]}  # fmt: skip
+    result = {"role": "tool", "name": "python", "content": "42"}
+    texts = [
+        tokenizer.apply_chat_template(messages, add_generation_prompt=add, tokenize=False)
+        for messages, add in ((prompt, True), ([*prompt, call], False), ([*prompt, call, result], True))
+    ]
+    assert texts[1].startswith(texts[0]) and texts[2].startswith(texts[1])
+
+    def ids(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    prompt_ids, call_ids = ids(texts[0]), ids(texts[1][len(texts[0]) :])
+    tool_ids = ids(texts[2][len(texts[1]) :])  # the result and the next turn's header: what TRL appends, masked
+    answer_ids = ids("\\boxed{7}") + [tokenizer.eos_token_id]
+    assert "42" in tokenizer.decode(tool_ids) and len(call_ids) + len(tool_ids) > len(answer_ids)
+    width = len(call_ids) + len(tool_ids)
+    pad = width - len(answer_ids)
+    shift = torch.tensor([0.03, -0.01, 0.02]).repeat(width)[:width]
+    vocabulary = trainer.model.get_input_embeddings().weight.shape[0]
+    other_tool_ids = [(token + 1 + index) % vocabulary for index, token in enumerate(tool_ids)]  # every id changed
+    assert all(a != b for a, b in zip(tool_ids, other_tool_ids, strict=True))
+
+    def batch(tool, model_turn=call_ids, tool_mask_value=0):
+        completion = torch.tensor([model_turn + tool, answer_ids + [tokenizer.pad_token_id] * pad])
+        prompts = torch.tensor([prompt_ids, prompt_ids])
+        completion_mask = torch.tensor([[1] * width, [1] * len(answer_ids) + [0] * pad])
+        tool_mask = torch.tensor([[1] * len(model_turn) + [tool_mask_value] * len(tool), [1] * width])
+        # the sampler's log-probs: the policy's own, moved a little on each model token (a ratio other than 1);
+        # TRL records 0 on a tool's tokens; padding is 0 too
+        sampling = (_policy_logps(trainer.model, prompts, completion) + shift) * completion_mask * tool_mask
+        return {
+            "prompt_ids": prompts, "prompt_mask": torch.ones_like(prompts), "completion_ids": completion,
+            "completion_mask": completion_mask, "tool_mask": tool_mask, "advantages": torch.tensor([1.0, -0.5]),
+            "sampling_per_token_logps": sampling, "num_items_in_batch": (completion_mask * tool_mask).sum(),
+        }  # fmt: skip
+
+    trainer.current_gradient_accumulation_steps = 1  # what the training loop sets before a loss pass
+    loss, gradients, inputs = _loss_and_gradients(trainer, batch(tool_ids))
+    other_loss, other_gradients, other_inputs = _loss_and_gradients(trainer, batch(other_tool_ids))
+    # the sampler correction ran, per sequence, over the model's tokens alone: pi_old / pi_sampler is exp(-shift)
+    # summed over them (a tool token read into it, its recorded 0 against the policy's log-prob, would sink it)
+    ratio, model_tokens = inputs["importance_sampling_ratio"], inputs["completion_mask"] * inputs["tool_mask"]
+    expected = torch.exp(-(shift * model_tokens).sum(-1))
+    assert ratio.shape == (2, 1) and ratio.squeeze(1).tolist() == pytest.approx(expected.tolist(), rel=1e-4)
+    assert not torch.allclose(expected, torch.ones(2), atol=1e-3)
+    assert torch.equal(ratio, other_inputs["importance_sampling_ratio"])
+    assert loss != 0.0 and any(gradient.abs().sum() > 0 for gradient in gradients.values())
+    assert other_loss == loss
+    assert gradients.keys() == other_gradients.keys()
+    unequal = [name for name in gradients if not torch.equal(gradients[name], other_gradients[name])]
+    assert not unequal, f"a tool result's text moved the gradient of {unequal}"
+
+    # controls: the comparison sees a changed model token, and would see the tool's tokens were they trained on
+    changed_turn = list(call_ids)
+    changed_turn[len(changed_turn) // 2] = (changed_turn[len(changed_turn) // 2] + 1) % vocabulary
+    assert _loss_and_gradients(trainer, batch(tool_ids, changed_turn))[0] != loss
+    read = [_loss_and_gradients(trainer, batch(tokens, tool_mask_value=1))[0] for tokens in (tool_ids, other_tool_ids)]
+    assert read[0] != read[1]

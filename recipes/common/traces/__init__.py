@@ -24,7 +24,7 @@ sampled again with the gold answer given as a hint (`add_answer_hint`), and the 
 stored with the ORIGINAL prompt, so the model learns to reach the answer without being told it.
 """
 
-from recipes.common.traces.collect import collect_traces, make_trace_sampler, solved_ids
+from recipes.common.traces.collect import collect_traces, make_trace_sampler, sft_tokenizer, solved_ids
 from recipes.common.traces.hints import DEFAULT_HINT, add_answer_hint, mentions_hint
 from recipes.common.traces.keep import SELECTIONS, completion_key, select_samples
 from recipes.common.traces.options import KEEP_BY, TraceArguments
@@ -33,5 +33,5 @@ from recipes.common.traces.reward_scores import score_with_reward_model
 __all__ = [
     "DEFAULT_HINT", "KEEP_BY", "SELECTIONS", "TraceArguments", "add_answer_hint", "collect_traces",
     "completion_key", "make_trace_sampler",
-    "mentions_hint", "score_with_reward_model", "select_samples", "solved_ids",
+    "mentions_hint", "score_with_reward_model", "select_samples", "sft_tokenizer", "solved_ids",
 ]  # fmt: skip

@@ -26,6 +26,33 @@ def make_trace_sampler(args: TraceArguments, model_path: str | Path):
     return make_sampler(args.sampling.backend, str(model_path), batch_size=args.sampling.batch_size)
 
 
+def sft_tokenizer(args, model_path: str | Path, training_args, model_args):
+    """The tokenizer that fine-tunes `model_path` on the kept rows (a rejection-sampling round, distillation's
+    student): the model's own, or, sampled with `tools`, one whose template renders the kept conversations' calls and
+    results (eval.tools.chat_template) with loss markers. Tool traces need `assistant_only_loss: true`: split at the
+    last turn instead, the calls (every assistant turn but the last) would be out of the loss. ChatTemplateError (one
+    line, exit code 2) without it, or where no tool template fits the tokenizer."""
+    from recipes.common.model.loading import load_tokenizer
+    from recipes.common.training.sft_step import ChatTemplateError
+
+    tokenizer = load_tokenizer(
+        str(model_path), model_args.model_revision, getattr(model_args, "trust_remote_code", False)
+    )
+    if not getattr(args, "tools", None):
+        return tokenizer
+    if not getattr(training_args, "assistant_only_loss", False):
+        raise ChatTemplateError(
+            "tools: the kept traces are conversations with tool calls; set assistant_only_loss: true so that SFT "
+            "trains on every assistant turn (the calls too) and not on the tools' results"
+        )
+    from eval.tools.chat_template import with_tool_template
+
+    try:
+        return with_tool_template(tokenizer)
+    except ValueError as error:
+        raise ChatTemplateError(f"tools: {error}") from None
+
+
 def _training_row(row: dict, sample: dict, rationalized: bool, tools_json: str | None = None) -> dict:
     if "conversation" in sample:  # sampled with tools: the whole conversation, tool calls and results included
         return {

@@ -60,6 +60,11 @@ class DistillScriptArguments(TraceArguments, DemoModelArguments, DataArguments):
         self.on_policy = mapping_option(self.on_policy, "on_policy") or {}
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.tools and self.mode != "offline":
+            raise ValueError(
+                f"tools: distillation trains on tool traces offline only (mode: offline); mode {self.mode}'s on-policy "
+                "stage (TRL's DistillationTrainer) would sample the student without the tools"
+            )
         if not self.teacher_model_name_or_path:
             raise ValueError("teacher_model_name_or_path is required: the model whose reasoning is distilled")
         if self.student_spec is not None:
@@ -69,3 +74,13 @@ class DistillScriptArguments(TraceArguments, DemoModelArguments, DataArguments):
             unknown = sorted(set(self.student_spec) - known)
             if unknown:
                 raise ValueError(f"student_spec: unknown option(s) {unknown}; TinyModelSpec has {sorted(known)}")
+
+    def check_with(self, *configs) -> None:
+        """With tools, the student's SFT masks the loss by the template (recipes.common.command_line.checks runs
+        this once every dataclass is parsed): a prompt/completion split would leave the calls out of the loss."""
+        for config in configs:
+            if self.tools and getattr(config, "assistant_only_loss", None) is False:
+                raise ValueError(
+                    "tools: the teacher's traces are conversations with tool calls; set assistant_only_loss: true so "
+                    "that the student trains on every assistant turn (the calls too) and not on the tools' results"
+                )

@@ -3,7 +3,10 @@ on-policy (TRL's DistillationTrainer), each with its own files under output_dir.
 
 `distill_offline` keeps the teacher's traces in `traces.jsonl` with a fingerprint of what made them
 (`traces_stats.json`) and the student in `student/` with its own (`fingerprint.json`), so that a rerun
-samples and trains again only what its inputs changed (recipes.common.fingerprint). `distill_on_policy`
+samples and trains again only what its inputs changed (recipes.common.fingerprint). With `tools`, the teacher
+samples through TRL's tool loop, each trace is its whole conversation (calls and results), and the student's SFT
+renders it with the tool template and trains on the assistant's turns alone (`assistant_only_loss`), as a
+rejection-sampling round does (recipes.common.traces.sft_tokenizer). `distill_on_policy`
 trains in `on_policy/` with a trl.DistillationConfig made by `on_policy_config` from the YAML's training
 options and its `on_policy:` mapping.
 """
@@ -22,7 +25,7 @@ from recipes.common.fingerprint import TRAINING_FIELDS, changes, fields_of, path
 from recipes.common.held_out_eval import evaluate_pass_at_1
 from recipes.common.model.loading import load_model, load_tokenizer, save_trainer_for_inference, with_kv_cache
 from recipes.common.run_card import write_run_card
-from recipes.common.traces import collect_traces, make_trace_sampler
+from recipes.common.traces import collect_traces, make_trace_sampler, sft_tokenizer
 from recipes.common.training.sft_step import train_sft
 
 logger = logging.getLogger(__name__)
@@ -123,6 +126,7 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             training_args,
             model_args,
             output_dir=student_dir,
+            tokenizer=sft_tokenizer(script_args, student, training_args, model_args),  # with tools: the tool template
             merge_lora=True,
             card_configs={"script": script_args, "training": training_args, "model": model_args},
             card_extra={"recipe": "distill", "stage": "offline", "teacher": teacher, "traces_kept": len(kept)},

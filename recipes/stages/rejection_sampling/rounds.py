@@ -16,6 +16,9 @@ from basics.atomic_files import read_json, read_jsonl, write_jsonl
 from recipes.common.fingerprint import TRAINING_FIELDS, fields_of, path_identity, sampling_fingerprint, stale
 from recipes.common.held_out_eval import evaluate_pass_at_1
 from recipes.common.traces import collect_traces, make_trace_sampler, solved_ids
+
+# a round's SFT tokenizer, with tools the tool template: recipes.common.traces', which distillation's student shares
+from recipes.common.traces import sft_tokenizer as sft_tokenizer
 from recipes.stages.rejection_sampling.state import Phase, RoundState
 
 logger = logging.getLogger(__name__)
@@ -109,25 +112,6 @@ def sample_round(
     sampler.close()
     state = RoundState(k, Phase.SAMPLED, str(model_path), counts, fingerprint, pass_at_1_before=before)
     return kept, state
-
-
-def sft_tokenizer(script_args, model_path: str, training_args, model_args):
-    """The tokenizer a round's SFT trains with: the model's own, or, with `tools`, one whose template renders the
-    kept conversations' calls and results (eval.tools.chat_template) with loss markers. Tool traces need
-    `assistant_only_loss: true`: split at the last turn instead, a trace's calls would not be trained on."""
-    from recipes.common.model.loading import load_tokenizer
-
-    tokenizer = load_tokenizer(model_path, model_args.model_revision)
-    if not script_args.tools:
-        return tokenizer
-    if not getattr(training_args, "assistant_only_loss", False):
-        raise ValueError(
-            "tools: the kept traces are conversations with tool calls; set assistant_only_loss: true so that SFT "
-            "trains on every assistant turn (the calls too) and not on the tools' results"
-        )
-    from eval.tools.chat_template import with_tool_template
-
-    return with_tool_template(tokenizer)
 
 
 def left_as_it_was(output_dir: Path, rounds: int) -> bool:
