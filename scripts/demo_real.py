@@ -83,12 +83,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cores", type=int, default=2, help="cores the stages share (one per process)")
     parser.add_argument("--dapo-steps", type=int, default=None, help="DAPO's max_steps (default: the config's)")
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
+    parser.add_argument(
+        "--in-process", action="store_true",
+        help="run the stages one after another in this process instead of a subprocess each (no imports per stage: "
+        "how the test suite runs --fast; DAPO as one process)",
+    )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="redo every stage even when its output exists")
     args = parser.parse_args(argv)
     if args.seeds is not None and len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds lists a seed twice: {args.seeds}")
     if args.processes is None:
-        args.processes = 1 if args.seeds and len(args.seeds) > 1 else 2
+        args.processes = 1 if args.in_process or (args.seeds and len(args.seeds) > 1) else 2
+    if args.in_process and args.processes > 1:
+        parser.error(f"--in-process runs DAPO as one process, not --processes {args.processes}")
     if args.processes > args.cores:
         parser.error(f"--processes {args.processes} is more than --cores {args.cores}")
     return args
@@ -113,9 +120,45 @@ def environment() -> dict:
             "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
 
 
+class Ran:
+    """A stage run to its end in this process (--in-process), as run_jobs sees a finished subprocess: its entry
+    point (a recipe's cli, eval.evaluate's main) called with the subprocess's arguments and sys.argv (the run card's
+    command), its exit status, and its traceback in its log when it failed."""
+
+    def __init__(self, command: list[str], log: Path):
+        import importlib
+        import traceback
+
+        module = command[2] if command[1] == "-m" else f"recipes.{Path(command[1]).stem}"
+        entry = getattr(importlib.import_module(module), "main" if command[1] == "-m" else "cli")
+        saved, sys.argv, self.returncode = sys.argv, command[1:], 0
+        log.write_text(f"--in-process: run in process {os.getpid()}, whose output holds this stage's\n")
+        try:
+            entry(command[3:] if command[1] == "-m" else command[2:])
+        except SystemExit as error:  # a recipe's one-line mistake (exit 2)
+            self.returncode = error.code if isinstance(error.code, int) else int(error.code is not None)
+            log.write_text(f"exit {error.code}\n")
+        except Exception:
+            self.returncode = 1
+            log.write_text(traceback.format_exc())
+        finally:
+            sys.argv = saved
+        self.ended = time.time()
+
+    def poll(self) -> int:
+        return self.returncode
+
+    def wait(self) -> int:
+        return self.returncode
+
+    def terminate(self) -> None:  # it has already ended
+        pass
+
+
 def recipe(
-    script: str, config: Path, model: Path, output: Path, extra: list[str], log: Path, processes: int = 1
-) -> subprocess.Popen:
+    script: str, config: Path, model: Path, output: Path, extra: list[str], log: Path, processes: int = 1,
+    in_process: bool = False,
+) -> subprocess.Popen | Ran:  # fmt: skip
     launcher = [sys.executable]
     if processes > 1:  # the same run as one process would make, its batch split among the processes
         per_device = yaml.safe_load(config.read_text())["per_device_train_batch_size"]
@@ -128,10 +171,12 @@ def recipe(
     command = [*launcher, str(REPO / "recipes" / script), "--config", str(config),
                "--model_name_or_path", str(model), "--output_dir", str(output), *extra]  # fmt: skip
     logger.info("%s -> %s (log: %s)", script, output, log)
+    if in_process:
+        return Ran(command, log)
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=environment(), cwd=REPO)
 
 
-def evaluation(model: Path, output: Path, fast: bool, log: Path) -> subprocess.Popen:
+def evaluation(model: Path, output: Path, fast: bool, log: Path, in_process: bool = False) -> subprocess.Popen | Ran:
     protocol = yaml.safe_load((CONFIGS / "eval.yaml").read_text())
     if fast:
         protocol.update(FAST["eval"])
@@ -139,6 +184,8 @@ def evaluation(model: Path, output: Path, fast: bool, log: Path) -> subprocess.P
     for key, value in protocol.items():
         command += [f"--{key}", *map(str, value if isinstance(value, list) else [value])]
     logger.info("evaluating %s -> %s", model, output)
+    if in_process:
+        return Ran(command, log)
     return subprocess.Popen(command, stdout=log.open("w"), stderr=subprocess.STDOUT, env=environment(), cwd=REPO)
 
 
@@ -188,7 +235,7 @@ def run_jobs(jobs: list[Job], cores: int, finished_names: set[str]) -> dict[str,
             if job.done:
                 job.done()
             finished_names.add(job.name)
-            minutes[job.name] = (time.time() - job.began) / 60
+            minutes[job.name] = ((getattr(job.process, "ended", None) or time.time()) - job.began) / 60
     return minutes
 
 
@@ -212,7 +259,7 @@ def run(args: argparse.Namespace) -> dict:
             return None
         log = out / "logs" / f"eval_{stage}.log"
         return Job(
-            f"eval_{stage}", 1, after, lambda: (evaluation(models[stage], folder, args.fast, log), log),
+            f"eval_{stage}", 1, after, lambda: (evaluation(models[stage], folder, args.fast, log, args.in_process), log),
             lambda: (folder / "done").touch(),
         )  # fmt: skip
 
@@ -222,7 +269,10 @@ def run(args: argparse.Namespace) -> dict:
             return None
         log = out / "logs" / f"{stage}.log"
         extra = (FAST["sft" if stage == "sft" else "dapo"] if args.fast else []) + extra
-        launch = lambda: (recipe(script, config, models[source], models[stage], extra, log, processes), log)  # noqa: E731
+        launch = lambda: (  # noqa: E731
+            recipe(script, config, models[source], models[stage], extra, log, processes, args.in_process),
+            log,
+        )
         return Job(stage, processes, [source] if source != "base" else [], launch)
 
     steps = ["--max_steps", str(args.dapo_steps)] if args.dapo_steps else []

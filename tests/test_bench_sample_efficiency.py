@@ -204,11 +204,26 @@ def test_the_estimate_schedules_the_runs_on_the_parallel_jobs(monkeypatch):
     assert bench.estimate_minutes(jobs, args) == pytest.approx(1.5 * (46 + 106 + 166 + 106) / 60)
 
 
-def test_fast_run_of_two_variants_over_two_seeds_then_a_rerun_skips_it(trained_tiny_model_dir, tmp_path, capsys):
+def test_fast_run_of_two_variants_over_two_seeds_then_a_rerun_skips_it(
+    trained_tiny_model_dir, tmp_path, capsys, monkeypatch
+):
     bench = load("sample_efficiency")
+    monkeypatch.setattr("recipes.common.command_line.config.setup_logging", lambda *a, **k: None)
+
+    def in_process(argv, log, label, threads):  # a child process's job, run here: one import of torch for all
+        import torch
+
+        args, before = bench.parse_args(argv[1:]), torch.get_num_threads()
+        try:
+            bench.run_job(args.job[0], int(args.job[1]), args)
+        finally:
+            torch.set_num_threads(before)  # the job sets its own (--threads)
+        return 0
+
+    monkeypatch.setattr(bench, "run_child", in_process)
     out = tmp_path / "bench"
     argv = ["--fast", "--model", str(trained_tiny_model_dir), "--variants", "grpo", "random_reward", "--seeds", "0",
-            "1", "--output-dir", str(out)]  # fmt: skip
+            "1", "--output-dir", str(out), "--jobs", "1"]  # fmt: skip
     bench.main(argv)
     table = (out / "sample_efficiency.md").read_text()
     for seed in (0, 1):

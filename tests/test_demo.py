@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
-from tests.conftest import REPO
+import pytest
+
+from tests.conftest import REPO, build_once
 
 sys.path.insert(0, str(REPO / "scripts"))
 
@@ -50,17 +53,32 @@ def test_fast_demo_runs_every_stage_and_reruns_cheaply(tmp_path, capsys):
     )
 
     stamps = {stage: (out / stage / "run_card.json").stat().st_mtime_ns for stage in ("sft", "dapo", "rs", "distill")}
-    again = demo.main(["--fast", "--threads", "1", "--output-dir", str(out)])
+    # the rerun reads every evaluation back in this process (--jobs 1): the worker process ran above
+    again = demo.main(["--fast", "--threads", "1", "--jobs", "1", "--output-dir", str(out)])
     assert {stage: (out / stage / "run_card.json").stat().st_mtime_ns for stage in stamps} == stamps  # not redone
     assert again == table
 
 
-def test_random_reward_control_trains_on_a_coin_flip(tmp_path):
-    out = tmp_path / "demo"
-    table = demo.main(
-        ["--fast", "--threads", "1", "--output-dir", str(out), "--skip", "rs", "distill", "--control", "random-reward"]
-    )
-    assert list(table) == ["base", "sft", "dapo", "dapo_random"]
+@pytest.fixture(scope="session")
+def two_runs_of_one_seed(shared_dir) -> tuple[Path, dict]:
+    """The demo with seed 3 and the random-reward control, run twice, into a/ and b/ (with their stage tables), once
+    per test run: the control's test reads a/, the determinism test compares the two."""
+    argv = ["--fast", "--threads", "1", "--jobs", "1", "--seed", "3", "--skip", "rs", "distill",
+            "--control", "random-reward"]  # fmt: skip
+
+    def build(target: Path) -> None:
+        for run in ("a", "b"):
+            table = demo.main([*argv, "--output-dir", str(target / run)])
+            (target / f"{run}.json").write_text(json.dumps(table))
+
+    folder = build_once(shared_dir, "demo-seed3-twice", build)
+    return folder, {run: json.loads((folder / f"{run}.json").read_text()) for run in ("a", "b")}
+
+
+def test_random_reward_control_trains_on_a_coin_flip(two_runs_of_one_seed):
+    folder, tables = two_runs_of_one_seed
+    out = folder / "a"
+    assert list(tables["a"]) == ["base", "sft", "dapo", "dapo_random"]
     card = json.loads((out / "dapo_random" / "run_card.json").read_text())
     names = [reward["name"] for reward in card["rewards"]]
     assert "random" in names and "math_accuracy" not in names
@@ -70,14 +88,13 @@ def test_random_reward_control_trains_on_a_coin_flip(tmp_path):
     assert "Random-reward control" in (out / "report.md").read_text()
 
 
-def test_demo_is_deterministic_for_a_seed(tmp_path):
-    argv = ["--fast", "--threads", "1", "--seed", "3", "--skip", "rs", "distill"]
-    first = demo.main([*argv, "--output-dir", str(tmp_path / "a")])
-    second = demo.main([*argv, "--output-dir", str(tmp_path / "b")])
-    assert first == second
-    samples = [(tmp_path / run / "eval" / "dapo").glob("*/samples.jsonl") for run in ("a", "b")]
-    a, b = (next(iter(paths)).read_text() for paths in samples)
-    assert a == b
+def test_demo_is_deterministic_for_a_seed(two_runs_of_one_seed):
+    folder, tables = two_runs_of_one_seed
+    assert tables["a"] == tables["b"]
+    for stage in ("dapo", "dapo_random"):
+        samples = [(folder / run / "eval" / stage).glob("*/samples.jsonl") for run in ("a", "b")]
+        a, b = (next(iter(paths)).read_text() for paths in samples)
+        assert a == b
 
 
 def test_verdicts_say_whether_intervals_overlap():

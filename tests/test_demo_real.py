@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import demo_real  # noqa: E402
 
 
-def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir, tmp_path):
+def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir, tmp_path, monkeypatch):
     out = tmp_path / "demo-real"
     results = demo_real.main(["--fast", "--model", str(smol_standin_dir), "--output-dir", str(out)])
     assert set(results["table"]) == {"base", "sft", "dapo", "gain"}
@@ -43,8 +43,11 @@ def test_fast_demo_real_runs_every_stage_and_writes_the_report(smol_standin_dir,
     assert again == results
     assert json.loads((out / "timings.json").read_text()) == timings
 
-    # a second seed beside the first: only its DAPO run and evaluation are new; the report pools the two
-    seeds = demo_real.main(["--fast", "--model", str(smol_standin_dir), "--output-dir", str(out), "--seeds", "0", "1"])
+    # a second seed beside the first: only its DAPO run and evaluation are new; the report pools the two. They run in
+    # this process (--in-process; the subprocesses are checked above), the recipes keeping pytest's log handlers
+    monkeypatch.setattr("recipes.common.command_line.config.setup_logging", lambda *a, **k: None)
+    argv = ["--fast", "--in-process", "--model", str(smol_standin_dir), "--output-dir", str(out), "--seeds", "0", "1"]
+    seeds = demo_real.main(argv)
     timings = json.loads((out / "timings.json").read_text())
     assert {"dapo_s1", "eval_dapo_s1"} <= set(timings) and (out / "dapo_s1" / "run_card.json").is_file()
     card = json.loads((out / "dapo_s1" / "run_card.json").read_text())
@@ -136,3 +139,22 @@ def test_dapo_runs_in_the_configs_precision_unless_told_otherwise(tmp_path, monk
         return extra[extra.index(name) + 1] if name in extra else None
 
     assert all(flag(extra, "--sampling_dtype") == sampling and flag(extra, "--loss_dtype") == loss for extra in dapo)
+
+
+def test_a_stage_run_in_process_ends_as_its_subprocess_would(tmp_path, monkeypatch, capsys):
+    """--in-process: a stage is its recipe's cli called here with the subprocess's arguments and sys.argv (the run
+    card's command); a mistake in its flags is its exit status, and the demo stops on it as on a failed subprocess.
+    DAPO then trains as one process."""
+    monkeypatch.setattr("recipes.common.command_line.config.setup_logging", lambda *a, **k: None)
+    before, log = list(sys.argv), tmp_path / "sft.log"
+    config = demo_real.CONFIGS / "sft.yaml"
+    ran = demo_real.recipe(
+        "sft.py", config, tmp_path, tmp_path / "sft", ["--no_such_option", "1"], log, in_process=True
+    )
+    assert ran.poll() == ran.wait() == 2 and sys.argv == before
+    assert "no_such_option" in capsys.readouterr().err  # the recipe's own one-line mistake
+    with pytest.raises(SystemExit, match=r"sft failed \(exit 2\)"):
+        demo_real.wait(ran, "sft", log)
+    assert demo_real.parse_args(["--in-process"]).processes == 1
+    with pytest.raises(SystemExit):
+        demo_real.parse_args(["--in-process", "--processes", "2"])

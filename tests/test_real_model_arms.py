@@ -90,10 +90,13 @@ def test_the_stale_arm_is_dapo_one_step_behind_on_both_cores(tmp_path):
     assert real_model_arms.arm_jobs(one_core, {0: budget}, tmp_path / "cold")[0].cores == 1  # still runs
 
 
-def test_fast_arms_run_and_report(smol_standin_dir, tmp_path):
+def test_fast_arms_run_and_report(smol_standin_dir, tmp_path, monkeypatch):
+    # every job in this process (--in-process: the recipes' own cli and eval.evaluate's main, one after another), so
+    # that the ~30 jobs pay the imports once; the recipes keep pytest's log handlers
+    monkeypatch.setattr("recipes.common.command_line.config.setup_logging", lambda *a, **k: None)
     demo, out = tmp_path / "demo-real", tmp_path / "arms"
-    argv = ["--fast", "--model", str(smol_standin_dir), "--demo-dir", str(demo), "--output-dir", str(out),
-            "--seeds", "0", "1"]  # fmt: skip
+    argv = ["--fast", "--in-process", "--model", str(smol_standin_dir), "--demo-dir", str(demo), "--output-dir",
+            str(out), "--seeds", "0", "1"]  # fmt: skip
     results = real_model_arms.main(argv)
     default = real_model_arms.DEFAULT_ARMS
     assert set(results["arms"]) == {"dapo", *default}

@@ -124,6 +124,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cores", type=int, default=2, help="jobs run side by side, one core each")
     parser.add_argument("--model", type=Path, help="start from this model folder instead of SmolLM2 (demo_real's)")
     parser.add_argument("--fast", action="store_true", help="tiny budgets: checks the plumbing, not learning")
+    parser.add_argument("--in-process", action="store_true", help="every job in this process, one after another "
+                        "(demo_real.py's --in-process: how the test suite runs --fast)")  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="print the jobs and the time they should take")
     parser.add_argument("--report-only", action="store_true",
                         help="write report.md from the evaluations that have finished; start nothing (safe beside "
@@ -140,7 +142,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def demo_argv(args: argparse.Namespace) -> list[str]:
     argv = ["--output-dir", str(args.demo_dir), "--seeds", *map(str, args.seeds), "--cores", str(args.cores)]
-    return argv + (["--fast"] if args.fast else []) + (["--model", str(args.model)] if args.model else [])
+    argv += ["--fast"] if args.fast else []
+    return argv + (["--in-process"] if args.in_process else []) + (["--model", str(args.model)] if args.model else [])
 
 
 def dapo_budget(run_dir: Path) -> dict:
@@ -199,14 +202,8 @@ def arm_argv(
     arm: str, seed: int, budget: dict, cold_start: Path, fast: bool, long_evals=(40, 60), remedy: str = REMEDY
 ) -> tuple[str, Path, list[str]]:
     """(recipe script, config, flags) of one arm for one seed."""
-    data = [
-        "--dataset_name",
-        budget["dataset_name"],
-        "--dataset_seed",
-        str(budget["dataset_seed"]),
-        "--seed",
-        str(seed),
-    ]
+    data = ["--dataset_name", budget["dataset_name"], "--dataset_seed", str(budget["dataset_seed"])]
+    data += ["--seed", str(seed)]
     unit = rows_per_unit(budget)
     if arm == "rft":
         config = CONFIGS / "rejection_sampling.yaml"
@@ -318,7 +315,7 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
                     flags += ["--resume_from_checkpoint", "true"]
 
                 def start(script=script, config=config, flags=flags, run_dir=run_dir, log=log, model=start_model):
-                    return recipe(script, config, model, run_dir, flags, log), log
+                    return recipe(script, config, model, run_dir, flags, log, in_process=args.in_process), log
 
                 jobs.append(Job(name, min(CORES.get(arm, 1), args.cores), after, start))
             for report_name, _, step in [entry for entry in evaluated(args) if entry[1] == arm]:
@@ -329,7 +326,8 @@ def arm_jobs(args: argparse.Namespace, budgets: dict[int, dict], cold_start: Pat
                 eval_log = out / "logs" / f"eval_{report_name}_s{seed}.log"
 
                 def evaluate(arm=arm, run_dir=run_dir, folder=folder, eval_log=eval_log, step=step):
-                    return evaluation(final_model(arm, run_dir, step), folder, args.fast, eval_log), eval_log
+                    model = final_model(arm, run_dir, step)
+                    return evaluation(model, folder, args.fast, eval_log, args.in_process), eval_log
 
                 done = lambda folder=folder: (folder / "done").touch()  # noqa: E731
                 jobs.append(Job(f"eval_{report_name}_s{seed}", 1, after, evaluate, done))
