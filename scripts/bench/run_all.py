@@ -32,6 +32,7 @@ DESCRIPTIONS = {
     "grpo_overhead": "recipes/grpo.py's trainer vs bare trl.GRPOTrainer: s/step (target <= 1.05)",
     "sample_efficiency": "GRPO, DAPO, ablations and controls over seeds: held-out pass@1 vs completions sampled",
     "tool_cost": "a python-tool call vs plain python -c (target <= 2x); a tool-using GRPO step's timing_s/tools",
+    "tool_arms": "what tools buy SmolLM2 on arithmetic-hard: tool DAPO vs text DAPO, SFT and RFT on tool traces",
 }
 
 
@@ -39,7 +40,7 @@ DESCRIPTIONS = {
 # sample_efficiency's runs and statistics, and length_penalty's report.
 NOT_BENCHMARKS = (
     "run_all", "__init__", "adversarial_corpus", "sample_efficiency_runs", "sample_efficiency_stats",
-    "length_penalty_report", "emergence_measures",
+    "length_penalty_report", "emergence_measures", "tool_arms_report",
 )  # fmt: skip
 
 
