@@ -37,29 +37,38 @@ class Step:
     value: int  # the running total after it
 
 
+def added(name: str, total: int, n: int) -> Step:
+    return Step(f"{name} gets {n} more.", f"{total} + {n} = {total + n}", total + n)
+
+
+def given_away(name: str, total: int, n: int) -> Step:
+    return Step(f"{name} gives {n} of them to a friend.", f"{total} - {n} = {total - n}", total - n)
+
+
+def multiplied(item: str, total: int, n: int) -> Step:
+    return Step(f"Then the number of {item} is multiplied by {n}.", f"{total} * {n} = {total * n}", total * n)
+
+
+def shared_out(name: str, total: int, d: int) -> Step:
+    return Step(f"{name} shares them equally among {d} boxes and keeps one box.", f"{total} / {d} = {total // d}",
+                total // d)  # fmt: skip
+
+
 def _step(rng: random.Random, total: int, name: str, item: str) -> Step:
     """One operation on the running total, drawn so that the result stays a small non-negative integer."""
     kinds = ["add", "sub", "mul", "div"] if total > 0 else ["add"]
     while True:
         kind = rng.choice(kinds)
         if kind == "add":
-            n = rng.randint(2, 20)
-            return Step(f"{name} gets {n} more.", f"{total} + {n} = {total + n}", total + n)
+            return added(name, total, rng.randint(2, 20))
         if kind == "sub" and total >= 3:
-            n = rng.randint(1, total - 1)
-            return Step(f"{name} gives {n} of them to a friend.", f"{total} - {n} = {total - n}", total - n)
+            return given_away(name, total, rng.randint(1, total - 1))
         if kind == "mul" and total <= 25:
-            n = rng.randint(2, 5)
-            return Step(f"Then the number of {item} is multiplied by {n}.", f"{total} * {n} = {total * n}", total * n)
+            return multiplied(item, total, rng.randint(2, 5))
         if kind == "div":
             divisors = [d for d in (2, 3, 4, 5) if total % d == 0 and total // d > 0]
             if divisors:
-                d = rng.choice(divisors)
-                return Step(
-                    f"{name} shares them equally among {d} boxes and keeps one box.",
-                    f"{total} / {d} = {total // d}",
-                    total // d,
-                )
+                return shared_out(name, total, rng.choice(divisors))
 
 
 def make_problem(rng: random.Random, level: int) -> tuple[str, str, int]:

@@ -21,7 +21,18 @@ from __future__ import annotations
 
 import random
 
-from tasks.arithmetic import ITEMS, MAX_LEVEL, NAMES, Step, family_rows, worded
+from tasks.arithmetic import (
+    ITEMS,
+    MAX_LEVEL,
+    NAMES,
+    Step,
+    added,
+    family_rows,
+    given_away,
+    multiplied,
+    shared_out,
+    worded,
+)
 
 FAMILY = "arithmetic-hard"
 TERM = (100, 9999)  # the start and each added or subtracted number: 3 or 4 digits
@@ -43,23 +54,15 @@ def _step(rng: random.Random, total: int, name: str, item: str) -> Step:
     while True:
         kind = rng.choice(_KINDS)
         if kind == "add" and total + TERM[0] <= MAX_RESULT:
-            n = rng.randint(TERM[0], min(TERM[1], MAX_RESULT - total))
-            return Step(f"{name} gets {n} more.", f"{total} + {n} = {total + n}", total + n)
+            return added(name, total, rng.randint(TERM[0], min(TERM[1], MAX_RESULT - total)))
         if kind == "sub" and total - TERM[0] >= MIN_RESULT:
-            n = rng.randint(TERM[0], min(TERM[1], total - MIN_RESULT))
-            return Step(f"{name} gives {n} of them to a friend.", f"{total} - {n} = {total - n}", total - n)
+            return given_away(name, total, rng.randint(TERM[0], min(TERM[1], total - MIN_RESULT)))
         if kind == "mul" and total * FACTOR[0] <= MAX_RESULT:
-            n = rng.randint(FACTOR[0], min(FACTOR[1], MAX_RESULT // total))
-            return Step(f"Then the number of {item} is multiplied by {n}.", f"{total} * {n} = {total * n}", total * n)
+            return multiplied(item, total, rng.randint(FACTOR[0], min(FACTOR[1], MAX_RESULT // total)))
         if kind == "div":
             divisors = _divisors(total) if divisors is None else divisors
             if divisors:
-                d = rng.choice(divisors)
-                return Step(
-                    f"{name} shares them equally among {d} boxes and keeps one box.",
-                    f"{total} / {d} = {total // d}",
-                    total // d,
-                )
+                return shared_out(name, total, rng.choice(divisors))
 
 
 def make_problem(rng: random.Random, level: int) -> tuple[str, str, int]:
