@@ -236,3 +236,36 @@ def test_a_tool_results_text_changes_neither_the_loss_nor_any_gradient(tmp_path)
     assert _loss_and_gradients(trainer, batch(tool_ids, changed_turn))[0] != loss
     read = [_loss_and_gradients(trainer, batch(tokens, tool_mask_value=1))[0] for tokens in (tool_ids, other_tool_ids)]
     assert read[0] != read[1]
+
+
+def test_a_batchs_calls_run_side_by_side_inside_trls_loop_and_the_phase_is_their_wall_time(tmp_path, monkeypatch):
+    """TRL's loop makes the calls one rollout after another; each turn's calls are started ahead (eval.tools.stats.
+    ToolCalls.ahead_of): the 3 calls, each sleeping 0.3 s in the sandbox, overlap, each ran once, and
+    `timing_s/tools` covers them all yet is less than the sum of their runs (the phase's wall time, not a sum)."""
+    import time
+
+    from eval.tools import python as python_tool
+    from rewards.code.sandbox import default_concurrency
+
+    if default_concurrency() < 2:
+        pytest.skip("the sandbox lets this process have one run at a time here")
+    runs, run_python = [], python_tool.run_python
+
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        result = run_python(*args, **kwargs)
+        runs.append((start, time.perf_counter()))
+        return result
+
+    monkeypatch.setattr(python_tool, "run_python", timed)
+    code = "import time\nstart = time.time()\ntime.sleep(0.3)\nprint(start, time.time())"
+    trainer, _ = _trainer(tmp_path, code, max_completion_length=600)  # room for the call and its result
+    (_, _, _, completions, *_), logged = _run(trainer)
+    replies = [message["content"] for row in CALLERS for message in completions[row] if message["role"] == "tool"]
+    spans = sorted(tuple(map(float, reply.split())) for reply in replies)
+    assert len(spans) == len(runs) == len(CALLERS)  # each call ran once, ahead of TRL asking for it
+    assert spans[1][0] < spans[0][1], spans  # the first two overlapped
+    assert max(end for _, end in runs) - min(start for start, _ in runs) <= logged["timing_s/tools"]
+    assert logged["timing_s/tools"] < sum(end - start for start, end in runs)
+    assert logged["tools/calls_per_completion"] == pytest.approx(0.5) and logged["tools/failure_frac"] == 0.0
+    assert all(not environment.prefetcher.prefetched for environment in trainer.environments)

@@ -269,3 +269,99 @@ def test_an_unknown_tool_name_is_a_clear_error_naming_the_known_ones():
     message = str(error.value)
     assert "unknown tool 'pyhton'" in message and "did you mean" in message and "python" in message
     assert "path/to/file.py:function" in message
+
+
+# ---------------------------------------------------------------- calls started ahead (prefetch)
+
+SPAN = "import time\nstart = time.time()\ntime.sleep(0.3)\nprint(start, time.time())"
+
+
+def counted_launches(monkeypatch) -> list[str]:
+    """The sandbox runs the tool makes from now on: each run's new cell, in the order they started."""
+    launched, run_python = [], python_tool.run_python
+
+    def counting(program, stdin=None, **options):
+        launched.append(stdin)
+        return run_python(program, stdin=stdin, **options)
+
+    monkeypatch.setattr(python_tool, "run_python", counting)
+    return launched
+
+
+def test_calls_started_ahead_for_different_sessions_overlap_in_time():
+    if default_concurrency() < 2:
+        pytest.skip("the sandbox lets this process have one run at a time here")
+    sessions = [session() for _ in range(4)]
+    for tool in sessions:
+        assert tool.prefetch([SPAN], workers=4)
+    spans = [tuple(map(float, tool.run(SPAN).split())) for tool in sessions]  # taken one after another, as TRL does
+    assert all(not tool.prefetched for tool in sessions)
+    # each call slept 0.3 s, side by side: the first as many as the sandbox's runs at once (at least 2) overlap
+    spans.sort()
+    together = spans[: min(4, default_concurrency())]
+    assert all(start < min(end for _, end in together) for start, _ in together), spans
+
+
+def test_a_sessions_calls_started_ahead_see_each_others_state_as_serially(monkeypatch):
+    codes = ["x = 41", "x += 1\nprint(x)", "print(undefined)", "import random\nprint(x * 2, random.random())", "y = 0"]
+    serial, ahead = session(max_cells=3), session(max_cells=3)
+    ahead._seed = serial._seed  # the same seed for `random`: the same draws
+    expected = [(serial.run(code), serial.last_call_failed) for code in codes]
+    launched = counted_launches(monkeypatch)
+    assert ahead.prefetch(codes)  # one task: each call on the state the one before left
+    got = [(ahead.run(code), ahead.last_call_failed) for code in codes]
+    assert got == expected and expected[1][0] == "42" and expected[2][1] and not expected[3][1]
+    assert "session is full" in expected[4][0]  # max_cells: the state after each call is the serial one too
+    assert ahead.cells == serial.cells == codes[:2] + codes[3:4]
+    assert len(launched) == len(codes)  # each call ran once, ahead; none again when taken
+
+
+def test_a_result_started_ahead_is_the_serial_result():
+    cases = ["print(6 * 7)", "raise ValueError('boom')", "print('x' * 5000)", "while True:\n    pass"]
+    for code in cases:
+        serial, ahead = session(timeout_s=0.3, max_output_chars=100), session(timeout_s=0.3, max_output_chars=100)
+        ahead._seed = serial._seed
+        assert ahead.prefetch([code])
+        reply = ahead.run(code)
+        assert (reply, ahead.last_call_failed, ahead.cells) == (serial.run(code), serial.last_call_failed, serial.cells)
+
+
+def test_a_mismatched_call_started_ahead_is_ignored_and_the_call_runs_as_usual(monkeypatch):
+    tool = session()
+    launched = counted_launches(monkeypatch)
+    assert tool.prefetch(["leaked = 'ahead'\nprint(leaked)", "print('second')"])
+    assert tool.run("print('asked')") == "asked"  # another code: the started calls are dropped, this one runs
+    assert not tool.prefetched and tool.cells == ["print('asked')"]
+    assert tool.run("print(leaked)") == "NameError: name 'leaked' is not defined"  # nothing of it kept
+    # started on a state that is no longer the session's: dropped too
+    assert tool.prefetch(["print(kept)"])
+    tool._cells = [*tool._cells, ("kept = 1", 0.0)]  # as if a call had changed the state meanwhile
+    assert tool.run("print(kept)") == "1"
+    # reset drops what was started for the trajectory before
+    assert tool.prefetch(["print('old trajectory')"])
+    tool.reset()
+    assert not tool.prefetched and tool.run("print('new')") == "new"
+    assert tool.prefetch([], workers=0) is False and session(call_workers=0).prefetch(["print(1)"]) is False
+    assert len(launched) >= 5
+
+
+def test_a_call_started_ahead_never_raises(monkeypatch):
+    def unavailable(*args, **kwargs):
+        raise SandboxUnavailableError("code sandbox: no libseccomp")
+
+    monkeypatch.setattr(python_tool, "run_python", unavailable)
+    tool = session()
+    assert tool.prefetch(["print(1)"])
+    assert tool.run("print(1)") == "The python tool failed: SandboxUnavailableError: code sandbox: no libseccomp"
+    assert tool.last_call_failed
+
+
+def test_only_trls_python_calls_are_started_ahead():
+    def call(name, arguments):
+        return {"type": "function", "function": {"name": name, "arguments": arguments}}
+
+    tool = session()
+    calls = [call("python", {"code": "a = 1"}), call("python", {"code": "print(a)"}), call("other", {"code": "1"})]
+    assert tool.prefetch_tool_calls(calls) and tool._ahead.codes == ["a = 1", "print(a)"]
+    assert not tool.prefetch_tool_calls([call("python", {"code": "1", "extra": 2})])  # TRL's call would raise
+    assert not tool.prefetch_tool_calls([call("python", "{'code': '1'}")]) and not tool.prefetch_tool_calls(None)

@@ -5,7 +5,7 @@ the calls of one trajectory, and a batch of calls run at once.
 - `PythonEnvironment`: the same session as TRL's GRPOTrainer takes it (`environment_factory=PythonEnvironment`,
   one instance per rollout): its one public method, `python(code)`, is the tool the model calls, and `reset(**row)`
   starts the session afresh for the next trajectory. A factory with other budgets: `functools.partial`.
-- `run_calls([(session, code), ...])`: many calls at once, each session's calls in their order.
+- `run_calls([(session, code), ...])`: many calls at once (started ahead), each session's in their order.
 
 How state is kept: by replay (eval/tools/replay.py). A sandbox run is one program and nothing of it outlives the
 call (rewards/code/sandbox), so each call runs, in one sandboxed program, the cells of this session that succeeded
@@ -28,18 +28,25 @@ cut to `max_output_chars` with a note saying how much was cut; a timeout, memory
 sentence. Nothing raises into the caller: an unexpected failure (the sandbox unavailable, say) is a sentence and a
 logged warning.
 
-Concurrency: the sandbox lets one run per core at a time, process-wide (rewards.code.sandbox.default_concurrency),
-so `run_calls` uses that many threads. TRL 1.16's loop calls an environment's sync tools one sample after another
-(its `_tool_call_loop`), so under GRPOTrainer calls run one at a time; a loop of our own batches them with `run_calls`.
+Concurrency: TRL 1.16's loop (`_tool_call_loop`) calls an environment's sync tools one rollout after another. So
+just before it runs a turn's calls, each environment is handed the calls its rollout will make, as TRL parsed them
+(eval.tools.stats.ToolCalls.ahead_of -> `PythonSession.prefetch`), and starts them on a shared pool of
+`call_workers` threads (default: the sandbox's runs at once, rewards.code.sandbox.default_concurrency; 0: none).
+A session's calls run in order in one task, each on the state the one before leaves. `python(code)` then takes a
+result only if its code and the session's state (seed, kept cells) are exactly those it ran on; else it is dropped
+(one not begun is cancelled, one running waited for: a session never has two runs at once) and the call runs as
+it would have. Replies, failures and state are thus the serial calls'. What is not taken is dropped on `reset` and
+at the end of TRL's loop.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from eval.tools import replay
@@ -63,19 +70,24 @@ class PythonSession:
         max_output_chars: int = 1000,
         max_cells: int = 32,
         max_replay_cpu_s: float = 10.0,
+        call_workers: int | None = None,
         **sandbox_options,
     ):
-        """`sandbox_options` go to `rewards.code.sandbox.run_python` as they are (`isolation`, `packages`, ...)."""
+        """`call_workers`: the pool's threads for calls started ahead (`prefetch`; default: the sandbox's runs at
+        once; 0: none). `sandbox_options` go to `rewards.code.sandbox.run_python` (`isolation`, `packages`, ...)."""
         self.timeout_s, self.memory_mb, self.wall_timeout_s = timeout_s, memory_mb, wall_timeout_s
         self.max_output_chars, self.max_cells, self.max_replay_cpu_s = max_output_chars, max_cells, max_replay_cpu_s
+        self.call_workers = call_workers
         self.sandbox_options = {"max_output_bytes": max(65536, 8 * max_output_chars), **sandbox_options}
         self._lock = threading.Lock()  # one call at a time: a cell runs on the state its predecessors left
         self.last_call_failed = False  # the last call raised, timed out, ran out of memory or failed to run
+        self._ahead: _Ahead | None = None  # the calls started ahead and not yet taken
         self.reset()
 
     def reset(self) -> None:
         """Forget every cell: the next call starts from an empty interpreter, with a new seed for `random`."""
         with self._lock:
+            self._drop_ahead(wait_running=False)
             self._cells: list[tuple[str, float]] = []  # (source, CPU seconds it took), the cells replayed
             self._seed = secrets.randbits(32)
 
@@ -89,20 +101,120 @@ class PythonSession:
         with self._lock:
             self.last_call_failed = True  # until the code is seen to end well
             try:
-                return self._run(code if isinstance(code, str) else str(code))
+                code = code if isinstance(code, str) else str(code)
+                done = self._take_ahead(code)
+                if done is None:
+                    done = self._outcome(self._cells, code, *self._launch(self._seed, self._cells, code))
+                reply, self.last_call_failed, self._cells = done
+                return reply
             except Exception as error:  # noqa: BLE001 - a tool call must not raise into the trainer
                 logger.warning("python tool: the call failed: %s: %s", type(error).__name__, error, exc_info=True)
                 return f"The python tool failed: {type(error).__name__}: {error}"
 
-    def _run(self, code: str) -> str:
-        replay_s = sum(REPLAY_MARGIN * cpu_s + REPLAY_EXTRA_S for _, cpu_s in self._cells)
+    # ------------------------------------------------------------ calls started ahead
+
+    def prefetch(self, codes: Sequence[str], workers: int | None = None) -> bool:
+        """Start `codes`, the calls this session gets next, in order, on the pool of `workers` threads (default:
+        `call_workers`), each on the state the one before leaves; `run` takes a result whose code and state match.
+        What was started ahead before and not taken is dropped. False where nothing started. Never raises."""
+        codes = [code if isinstance(code, str) else str(code) for code in codes]
+        workers = self.call_workers if workers is None else workers
+        with self._lock:
+            try:
+                self._drop_ahead(wait_running=False)
+                if not codes or workers == 0:
+                    return False
+                ahead = _Ahead(self._seed, list(self._cells), codes)
+                ahead.task = _pool(workers).submit(self._run_ahead, ahead)
+                self._ahead = ahead
+                return True
+            except Exception as error:  # noqa: BLE001 - the calls then run when asked, as without it
+                logger.warning("python tool: no call started ahead: %s: %s", type(error).__name__, error)
+                return False
+
+    def prefetch_tool_calls(self, tool_calls) -> bool:
+        """`prefetch` the `python` calls at the head of a turn's `tool_calls` as TRL parsed them (`{"type":
+        "function", "function": {"name": "python", "arguments": {"code": ...}}}`), up to the first that is not one."""
+        codes = []
+        for call in tool_calls or []:
+            function = call.get("function") if isinstance(call, dict) and call.get("type") == "function" else None
+            if not isinstance(function, dict) or function.get("name") != "python":
+                break
+            arguments = function.get("arguments")
+            if not isinstance(arguments, dict) or set(arguments) != {"code"} or not isinstance(arguments["code"], str):
+                break  # TRL's call would not reach the session as python(code)
+            codes.append(arguments["code"])
+        return self.prefetch(codes)
+
+    @property
+    def prefetched(self) -> bool:
+        """Whether calls started ahead remain to be taken."""
+        ahead = self._ahead
+        return ahead is not None and ahead.taken < len(ahead.codes)
+
+    def drop_prefetched(self) -> None:
+        """Drop the calls started ahead and not taken: those not begun are cancelled, a running one ends alone."""
+        self.prefetch([])
+
+    def _run_ahead(self, ahead: _Ahead) -> None:
+        """A pool thread: the calls in order, each result (the state it ran on, what `run` would return and keep)
+        into its future; stops at a cancelled one. Reads no state of the session's but what `ahead` holds."""
+        cells = ahead.cells
+        for code, future in zip(ahead.codes, ahead.futures, strict=True):
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                done = self._outcome(cells, code, *self._launch(ahead.seed, cells, code))
+            except Exception as error:  # noqa: BLE001 - `run` then runs the call itself
+                future.set_exception(error)
+                for later in ahead.futures:
+                    later.cancel()
+                return
+            future.set_result((cells, done))
+            cells = done[2]
+
+    def _take_ahead(self, code: str):
+        """The result started ahead for `code` on the session's current state, or None (then it is dropped)."""
+        ahead = self._ahead
+        if ahead is None:
+            return None
+        index = ahead.taken
+        if index < len(ahead.codes) and ahead.codes[index] == code and ahead.seed == self._seed:
+            ahead.taken += 1
+            try:
+                state, done = ahead.futures[index].result()
+            except Exception:  # noqa: BLE001 - cancelled or failed: run it here
+                state, done = None, None
+            if state == self._cells and done is not None:
+                if ahead.taken == len(ahead.codes):
+                    self._ahead = None
+                return done
+        self._drop_ahead(wait_running=True)  # a session never has two runs at once
+        return None
+
+    def _drop_ahead(self, wait_running: bool) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return
+        for future in ahead.futures:
+            future.cancel()
+        if ahead.task is not None:
+            ahead.task.cancel()
+        if wait_running:
+            wait([future for future in ahead.futures if future.running()])
+
+    # ------------------------------------------------------------ one call: the run, then what it means
+
+    def _launch(self, seed: int, cells: list[tuple[str, float]], code: str):
+        """The sandboxed run of `code` after `cells`, with its budgets: (the run's result, its wall ceiling)."""
+        replay_s = sum(REPLAY_MARGIN * cpu_s + REPLAY_EXTRA_S for _, cpu_s in cells)
         cpu_budget = self.timeout_s + replay_s
         # The new cell's ceiling (the sandbox's default rule unless one is set), and the replay's by the same rule.
         ceiling = (
             self.wall_timeout_s if self.wall_timeout_s is not None else WALL_FACTOR * self.timeout_s + WALL_EXTRA_S
         )
         ceiling += WALL_FACTOR * replay_s
-        program_input = replay.encode_input(self._seed, self.cells, code)
+        program_input = replay.encode_input(seed, [source for source, _ in cells], code)
         result = run_python(
             PROGRAM,
             stdin=program_input,
@@ -111,56 +223,92 @@ class PythonSession:
             memory_mb=self.memory_mb,
             **self.sandbox_options,
         )
+        return result, ceiling
+
+    def _outcome(self, cells: list[tuple[str, float]], code: str, result, ceiling: float):
+        """What a run of `code` after `cells` means: (the reply, whether the call failed, the cells kept after it).
+        Changes nothing."""
         marks = _marks(result.stderr)
         stdout = self._clip(result.stdout)
         replayed = max((int(words[1]) for words, _ in marks if words[:1] == ("replayed",)), default=0)
         final, after = marks[-1] if marks else ((), "")
         if final[:1] == ("replay-failed",) and len(final) == 2:
-            return self._lost(int(final[1]), f"failed this time ({after.strip() or 'no error was shown'})")
-        if result.status in ("timeout", "memory") and replayed < len(self._cells):
+            return self._lost(cells, int(final[1]), f"failed this time ({after.strip() or 'no error was shown'})")
+        if result.status in ("timeout", "memory") and replayed < len(cells):
             why = "ran out of time" if result.status == "timeout" else "ran out of memory"
-            return self._lost(replayed + 1, why)
+            return self._lost(cells, replayed + 1, why)
         if result.status == "timeout":
             if "wall-clock" in result.reason:
-                return _joined(
-                    stdout, f"Timed out after {ceiling:.1f} s of wall-clock time (the code waited or slept)."
-                )
-            return _joined(stdout, f"Timed out after {self.timeout_s:g} s of CPU time.")
+                why = f"Timed out after {ceiling:.1f} s of wall-clock time (the code waited or slept)."
+                return _joined(stdout, why), True, cells
+            return _joined(stdout, f"Timed out after {self.timeout_s:g} s of CPU time."), True, cells
         if result.status == "memory":
-            return _joined(stdout, f"Ran out of memory (the limit is {self.memory_mb} MB).")
+            return _joined(stdout, f"Ran out of memory (the limit is {self.memory_mb} MB)."), True, cells
         if result.output_truncated:
             limit = self.sandbox_options["max_output_bytes"]
-            return _joined(stdout, f"Stopped: the code printed more than {limit} bytes.")
+            return _joined(stdout, f"Stopped: the code printed more than {limit} bytes."), True, cells
         if final[:1] == ("ok",) and len(final) == 2 and result.status == "ok":
-            self.last_call_failed = False
-            return _joined(stdout, self._keep(code, _seconds(final[1])))
+            note, kept = self._keep(cells, code, _seconds(final[1]))
+            return _joined(stdout, note), False, kept
         if final[:1] == ("error",):
-            return _joined(stdout, self._clip(_last_line(_before_last_mark(result.stderr))))
-        return _joined(stdout, f"The code's process ended abnormally ({result.reason or result.status}).")
+            return _joined(stdout, self._clip(_last_line(_before_last_mark(result.stderr)))), True, cells
+        why = f"The code's process ended abnormally ({result.reason or result.status})."
+        return _joined(stdout, why), True, cells
 
-    def _keep(self, code: str, cpu_s: float) -> str:
-        """Keep a cell that succeeded, if the session has room; the note for the model when it has not."""
-        replay_s = sum(spent for _, spent in self._cells) + cpu_s
-        if len(self._cells) >= self.max_cells or replay_s > self.max_replay_cpu_s:
-            return "[The session is full: this cell ran, but what it defined is not kept for the next call.]"
-        self._cells.append((code, cpu_s))
-        return ""
+    def _keep(self, cells: list[tuple[str, float]], code: str, cpu_s: float) -> tuple[str, list]:
+        """A cell that succeeded kept, if the session has room: (the note for the model when it has not, the cells)."""
+        replay_s = sum(spent for _, spent in cells) + cpu_s
+        if len(cells) >= self.max_cells or replay_s > self.max_replay_cpu_s:
+            return "[The session is full: this cell ran, but what it defined is not kept for the next call.]", cells
+        return "", [*cells, (code, cpu_s)]
 
-    def _lost(self, cell: int, why: str) -> str:
-        """Earlier cell `cell` (1-based) did not run again: drop it and those after it, and say so."""
-        cell = min(max(1, cell), max(1, len(self._cells)))
-        gone = len(self._cells) - cell + 1
-        self._cells = self._cells[: cell - 1]
-        return (
+    def _lost(self, cells: list[tuple[str, float]], cell: int, why: str) -> tuple[str, bool, list]:
+        """Earlier cell `cell` (1-based) did not run again: it and those after it dropped, and the reply says so."""
+        cell = min(max(1, cell), max(1, len(cells)))
+        reply = (
             f"The session could not be restored: call {cell} of those kept, run again before this code, {why}. "
-            f"What the last {gone} kept call(s) defined is gone; this code did not run. Please run it again."
+            f"What the last {len(cells) - cell + 1} kept call(s) defined is gone; this code did not run. Please run "
+            "it again."
         )
+        return reply, True, cells[: cell - 1]
 
     def _clip(self, text: str) -> str:
         limit = self.max_output_chars
         if len(text) <= limit:
             return text
         return f"{text[:limit]}\n[... output cut: {len(text) - limit} more characters]"
+
+
+class _Ahead:
+    """Calls of one session started ahead: the state they start on, their codes, a future each (the state it ran on
+    and what `run` returns and keeps), how many were taken, and the pool's task that runs them."""
+
+    def __init__(self, seed: int, cells: list[tuple[str, float]], codes: list[str]):
+        self.seed, self.cells, self.codes = seed, cells, codes
+        self.futures: list[Future] = [Future() for _ in codes]
+        self.taken, self.task = 0, None
+
+
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(workers: int | None) -> ThreadPoolExecutor:
+    """The process's pool of `workers` threads (None: the sandbox's runs at once) for calls started ahead."""
+    workers = max(1, workers or default_concurrency())
+    with _pools_lock:
+        if workers not in _pools:
+            _pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="python-tool-ahead")
+        return _pools[workers]
+
+
+def _forget_pools() -> None:  # in a forked child: the parent's threads are not there
+    global _pools_lock
+    _pools_lock = threading.Lock()
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_forget_pools)
 
 
 class PythonEnvironment:
@@ -181,6 +329,11 @@ class PythonEnvironment:
         """Whether the last call raised, timed out, ran out of memory or failed to run (for the tool statistics,
         eval/tools/stats.py; a property, so TRL makes no tool of it)."""
         return self._session.last_call_failed
+
+    @property
+    def prefetcher(self) -> PythonSession:
+        """The session, to start the calls TRL parsed ahead (ToolCalls.ahead_of); a property: TRL makes no tool."""
+        return self._session
 
     def python(self, code: str) -> str:
         """Run Python code in a sandboxed interpreter that keeps its variables between calls.
@@ -203,24 +356,13 @@ def run_calls(
     """Run `(session, code)` calls at once and return their replies in order. Calls of one session run one after
     another in the order given (each needs the state its predecessors left); different sessions run side by side,
     at most `max_workers` at a time (default: as many runs as the sandbox lets this process have)."""
-    sessions: dict[int, PythonSession] = {}
-    order: dict[int, list[int]] = {}
-    for index, (target, _) in enumerate(calls):
-        session = target._session if isinstance(target, PythonEnvironment) else target
-        sessions[id(session)] = session
-        order.setdefault(id(session), []).append(index)
-    replies: list[str] = [""] * len(calls)
-
-    def run_one_session(key: int) -> None:
-        for index in order[key]:
-            replies[index] = sessions[key].run(calls[index][1])
-
-    if not calls:
-        return replies
-    workers = max(1, min(len(order), max_workers or default_concurrency()))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="python-tool") as pool:
-        list(pool.map(run_one_session, list(order)))
-    return replies
+    targets = [target._session if isinstance(target, PythonEnvironment) else target for target, _ in calls]
+    codes: dict[int, list[str]] = {}
+    for session, (_, code) in zip(targets, calls, strict=True):
+        codes.setdefault(id(session), []).append(code)
+    for session in {id(session): session for session in targets}.values():
+        session.prefetch(codes[id(session)], workers=max_workers or default_concurrency())
+    return [session.run(code) for session, (_, code) in zip(targets, calls, strict=True)]
 
 
 def _marks(stderr: str) -> list[tuple[tuple[str, ...], str]]:

@@ -9,6 +9,12 @@ gets it, to count a call as failed when it raises or when its environment says i
 over calls) and `tools/turns_mean` (the model's turns per completion: one more than the tool results in it).
 Sampling with tools (eval/tools/trl_sampling.py) also reads each environment's own counts (`take_owner`: one
 trajectory's) and sums an evaluation's sample records (`sample_tool_stats`: its summary's `tools`).
+
+A batch's calls side by side (`ToolCalls.ahead_of`, around TRL's loop): before the first call of a turn, every
+rollout whose last message is a turn TRL parsed and has not run hands its environment that turn's `tool_calls`
+(`environment.prefetcher.prefetch_tool_calls`, eval/tools/python.py), which starts them; TRL's loop then makes each
+call as before and gets the result started ahead. A call is timed from TRL's asking to its answer, so the `tools`
+phase is the wall time TRL waited on tools, not the sum of the calls' own times.
 """
 
 from __future__ import annotations
@@ -16,8 +22,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import threading
 from collections.abc import Callable
+
+logger = logging.getLogger(__name__)
 
 RESERVED_METHODS = ("reset", "get_reward")  # an environment's methods that TRL does not make tools of
 
@@ -32,6 +41,22 @@ class ToolCalls:
         self._calls = self._failures = 0
         self._by_owner: dict[int, list[int]] = {}  # per environment instance (one per trajectory): calls, failures
         self.owned_tool_names: set[str] = set()  # the environments' tool methods, by name
+        self._ahead: _Lookahead | None = None  # inside `ahead_of`: TRL's turns and environments
+
+    @contextlib.contextmanager
+    def ahead_of(self, completions, environments):
+        """Around TRL's tool loop (GRPOTrainer._tool_call_loop) on `completions` (per rollout, its messages as TRL
+        parsed them; the loop appends to them) with `environments` (per rollout, or None): each turn's calls are
+        started before TRL makes them, where an environment can (`prefetcher`); what is not taken is dropped after."""
+        self._ahead = _Lookahead(completions, environments or [])
+        try:
+            yield
+        finally:
+            self._ahead = None
+            for environment in environments or []:
+                prefetcher = getattr(environment, "prefetcher", None)
+                if prefetcher is not None:
+                    prefetcher.drop_prefetched()
 
     def take(self) -> tuple[int, int]:
         """(calls, failed calls) since the last take."""
@@ -79,6 +104,9 @@ class ToolCalls:
         @functools.wraps(tool)
         def called(*args, **kwargs):
             with self.phase():
+                ahead = self._ahead
+                if ahead is not None and owner is not None:
+                    ahead.before_call(owner)
                 try:
                     result = tool(*args, **kwargs)
                 except Exception:
@@ -110,6 +138,33 @@ class ToolCalls:
         else:
             factories = None if environment_factory is None else factory_of(environment_factory)
         return {"tools": [self.wrap(tool) for tool in tools or []], "environment_factory": factories}
+
+
+class _Lookahead:
+    """TRL's turns during its tool loop: before a call of an environment with nothing started ahead, each rollout's
+    turn not yet seen (its last message, an assistant's with `tool_calls`) is handed to its environment."""
+
+    def __init__(self, completions, environments):
+        self.completions, self.environments = completions, environments
+        self.seen: dict[int, dict] = {}  # id -> the turn (held, so that an id is not reused while the loop runs)
+
+    def before_call(self, owner) -> None:
+        prefetcher = getattr(owner, "prefetcher", None)
+        if prefetcher is None or prefetcher.prefetched:
+            return
+        try:
+            for messages, environment in zip(self.completions, self.environments, strict=False):
+                turn = messages[-1] if messages else None
+                if not isinstance(turn, dict) or turn.get("role") != "assistant" or not turn.get("tool_calls"):
+                    continue
+                if id(turn) in self.seen:
+                    continue
+                self.seen[id(turn)] = turn
+                target = getattr(environment, "prefetcher", None)
+                if target is not None:
+                    target.prefetch_tool_calls(turn["tool_calls"])
+        except Exception as error:  # noqa: BLE001 - the calls then run one by one, as TRL makes them
+            logger.warning("tools: calls not started ahead: %s: %s", type(error).__name__, error)
 
 
 def tool_turns(tool_mask) -> list[int]:

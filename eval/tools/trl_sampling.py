@@ -8,7 +8,8 @@ TRL hands every reward (each completion's conversation, its token ids and its en
 `environment_factory` / `tools` (eval.tools.registry.trainer_tools, wrapped by eval.tools.stats), the calls capped
 by `max_tool_calling_iterations`, and the sampling options as its temperature, top_p, top_k and
 `max_completion_length`. Each batch is one call of TRL's generation and scoring in evaluation mode (beta 0: no
-reference, no log-prob pass on this path).
+reference, no log-prob pass on this path). The trainer is TRL's with one override, as GRPO's: its tool loop starts
+each turn's calls side by side before TRL makes them one by one (eval.tools.stats.ToolCalls.ahead_of).
 
 What a Sample adds with tools (`Sample.tool_use`): the whole `conversation` (assistant turns, their `tool_calls`,
 and the `tool` messages), `tool_calls` (the calls run, as GRPO counts them: one whose result TRL then dropped for
@@ -50,10 +51,27 @@ PRIVATE = {
     "_generate_and_score_completions": "trl.GRPOTrainer: one batch through TRL's generation, tool loop included "
     "(eval/tools/trl_sampling.py samples with tools by it)",
 }
+# ... and the one it overrides (calling super()), as RLVRGRPOTrainer does (trl_private.OVERRIDDEN lists it there).
+OVERRIDDEN = {"_tool_call_loop": "trl.GRPOTrainer: each turn's parsed calls started side by side before TRL makes them"}
 
 
 def missing(trainer) -> list[str]:
-    return [name for name in PRIVATE if not hasattr(trainer, name)]
+    from trl import GRPOTrainer
+
+    gone = [name for name in PRIVATE if not hasattr(trainer, name)]
+    return gone + [name for name in OVERRIDDEN if name not in vars(GRPOTrainer)]
+
+
+def sampling_trainer_class(calls: ToolCalls):
+    """trl.GRPOTrainer whose tool loop starts each turn's calls side by side (`calls.ahead_of`), TRL's otherwise."""
+    from trl import GRPOTrainer
+
+    class ToolSamplingTrainer(GRPOTrainer):
+        def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *rest):
+            with calls.ahead_of(completions, self.environments):
+                return super()._tool_call_loop(prompts, prompt_ids, completion_ids, completions, *rest)
+
+    return ToolSamplingTrainer
 
 
 def generate_and_score(trainer, rows: list[dict]) -> dict:
@@ -127,7 +145,7 @@ class ToolSampler(SamplerBase):
     def _build(self, params: SamplingParams):
         import torch
         from datasets import Dataset
-        from trl import GRPOConfig, GRPOTrainer
+        from trl import GRPOConfig
 
         greedy = params.temperature == 0
         args = GRPOConfig(
@@ -140,7 +158,7 @@ class ToolSampler(SamplerBase):
         )  # fmt: skip
         with warnings.catch_warnings():  # TRL's note that environment_factory is experimental: known, and pinned
             warnings.filterwarnings("ignore", message=".*'environment_factory'.*experimental", category=UserWarning)
-            trainer = GRPOTrainer(
+            trainer = sampling_trainer_class(self.calls)(
                 model=self.model, reward_funcs=[self._record], args=args, processing_class=self.tokenizer,
                 train_dataset=Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}]}]),
                 **self.calls.instrument(**self.tool_kwargs),

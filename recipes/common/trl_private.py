@@ -65,6 +65,8 @@ OVERRIDDEN = {
     "_generate_and_score_completions": "trl.GRPOTrainer: dynamic sampling's rounds, gold rewards, zero-advantage skip",
     "_generate": "trl.GRPOTrainer: partial rollouts and step timing around TRL's generation (its tool loop included)",
     "_generate_single_turn": "trl.GRPOTrainer: compact generation in place of model.generate",
+    "_tool_call_loop": "trl.GRPOTrainer: each turn's parsed tool calls handed to their environments before TRL "
+    "makes them, so that a batch's python calls run side by side (eval.tools.stats.ToolCalls.ahead_of)",
     "_calculate_rewards": "trl.GRPOTrainer: reward timing and the rewards' own logs",
     "training_step": "transformers.Trainer: the zero-loss step when no row trains, step timing",
     "_prepare_inputs": "trl.GRPOTrainer: shared prompts, the reference log-probs, the rollout worker's batches",

@@ -13,8 +13,8 @@ class holds the overrides of TRL's and transformers.Trainer's methods and calls 
    (sampler_correction); the reference's log-probs for the logged KL (reference_kl).
    - `_generate` (timed; the model's tokens counted, not its tools') -> `_generate_single_turn`: compact
      generation, in bf16 where asked (compact_generation, sampling_dtype), partial rollouts (partial_rollouts), or
-     the rollout worker's batch; with tools, TRL's tool loop between turns, each call counted and timed as
-     `tools` (eval.tools.stats: calls, failures and turns per completion);
+     the rollout worker's batch; with tools, TRL's tool loop between turns (`_tool_call_loop`: each turn's calls
+     started side by side before TRL makes them), each call counted and timed as `tools` (eval.tools.stats);
    - `_calculate_rewards` (timed): TRL's rewards; gold rewards logged beside them (gold); in evaluation, pass@1
      per problem (held_out); each group's spread on the accuracy rewards (dynamic_sampling.group_spread, logged
      for the monitor) and the curriculum's pass rates.
@@ -185,6 +185,11 @@ class RLVRGRPOTrainer(GRPOTrainer):
                 metrics[name].append(value)
         return result
 
+    def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *rest):
+        # each turn's calls started side by side before TRL makes them (eval.tools.stats.ToolCalls.ahead_of)
+        with self.tool_calls.ahead_of(completions, self.environments):
+            return super()._tool_call_loop(prompts, prompt_ids, completion_ids, completions, *rest)
+
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if self.async_rollouts is not None:  # the rollout worker's batch, where it sampled this one in time
             taken = self.async_rollouts.take(prompt_ids, self.state.global_step, trl_private.metrics(self))
@@ -334,11 +339,8 @@ class RLVRGRPOTrainer(GRPOTrainer):
             return zero_advantage.zero_loss(model)
         if self.step_timing.active and torch.is_grad_enabled():
             masks = (inputs["prompt_mask"], inputs["completion_mask"] * inputs.get("tool_mask", 1))  # not tools' tokens
-            counts = None
-            if (
-                self.args.share_prompts
-            ):  # the tokens the shared pass runs: each prompt once (recipes.stages.grpo.shared_prompt)
-                counts = shared_token_counts(inputs["prompt_ids"], *masks)
+            # share_prompts: the tokens the shared pass runs, each prompt once (recipes.stages.grpo.shared_prompt)
+            counts = shared_token_counts(inputs["prompt_ids"], *masks) if self.args.share_prompts else None
             if counts is None:
                 counts = (sum(int(mask.sum().item()) for mask in masks), sum(mask.numel() for mask in masks))
             self.step_timing.count("trained", counts[0])
