@@ -1,7 +1,7 @@
 """`make test-vllm`: GRPO's server mode on a CPU build of vLLM, the topology of a multi-node run on one machine.
 
-One vLLM server process (scripts/launch/vllm_serve.py, as a user starts it) serves the tiny cold start on
-localhost for the module; against it:
+One vLLM server process (scripts/launch/vllm_serve.py, as a user starts it; conftest.py, one for the session, which
+test_vllm_tools.py shares) serves the tiny cold start on localhost; against it:
 - the weight push reaches the served model: pushed weights change its greedy answers to the pushed model's, and
   pushing the old ones back restores them (the log-probs it returns equal a transformers model's with those
   weights, within the bf16 engine's rounding);
@@ -17,61 +17,19 @@ user's server takes TRL's NCCL push instead, which needs CUDA.
 from __future__ import annotations
 
 import json
-import socket
 import statistics
-import subprocess
-import sys
-import time
 import types
-import urllib.request
 
 import pytest
 import torch
 import yaml
 
 from tests.conftest import REPO
-from tests.vllm_cpu.test_vllm_cpu import ENV, run
+from tests.vllm_cpu.conftest import MODEL, SERVER_START_S, free_port  # noqa: F401  (test_launch_lines imports them)
+from tests.vllm_cpu.test_vllm_cpu import run
 
 pytestmark = pytest.mark.vllm
-MODEL = "recipes/assets/tiny-cold-start"
 CONFIG = "recipes/configs/demo/dapo.yaml"  # DAPO with dynamic sampling, as the demo runs it
-SERVER_START_S = 300
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    command = [sys.executable, "scripts/launch/vllm_serve.py", MODEL, "--port", str(port), "--max-model-len", "512"]
-    with log.open("w") as sink:
-        process = subprocess.Popen(command, cwd=REPO, env=ENV, stdout=sink, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + SERVER_START_S
-    try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the vLLM server did not start (exit {process.poll()}):\n{log.read_text()[-4000:]}")
-            time.sleep(2)
-        print(f"vLLM server up on {url}: {' '.join(command)}")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def test_pushed_weights_reach_the_served_model(server):
