@@ -126,7 +126,8 @@ def distill_offline(script_args, training_args, model_args, teacher: str, studen
             training_args,
             model_args,
             output_dir=student_dir,
-            tokenizer=sft_tokenizer(script_args, student, training_args, model_args),  # with tools: the tool template
+            # with tools the tool template; without, train_sft loads the student's own, as before tools existed
+            tokenizer=sft_tokenizer(script_args, student, training_args, model_args) if script_args.tools else None,
             merge_lora=True,
             card_configs={"script": script_args, "training": training_args, "model": model_args},
             card_extra={"recipe": "distill", "stage": "offline", "teacher": teacher, "traces_kept": len(kept)},
