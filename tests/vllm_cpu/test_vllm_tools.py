@@ -48,7 +48,10 @@ def _server_step_figures(path, url: str) -> dict:
     """scripts/bench/tool_cost.py's step part against the server at `url`, one step, one scripted call a calling row
     (the server's context, 512 tokens like the colocated engine's, is too short for two: see the test)."""
     code = (
-        "import json, sys; sys.path.insert(0, 'scripts/bench'); import tool_cost; "
+        # the bench loaded by its path (only recipes/_checkout.py edits sys.path: tests/test_packaging.py)
+        "import importlib.util, json, sys; "
+        "spec = importlib.util.spec_from_file_location('tool_cost', 'scripts/bench/tool_cost.py'); "
+        "tool_cost = sys.modules['tool_cost'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool_cost); "
         "script = tool_cost.script_tool_turns; "
         "tool_cost.script_tool_turns = lambda *args: script(*args, calls=tool_cost.STEP_CALLS[:1]); "
         f"figures = tool_cost.step_figures(1, use_vllm=True, vllm_mode='server', vllm_server_base_url={url!r}, "
