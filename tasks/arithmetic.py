@@ -73,15 +73,20 @@ def _step(rng: random.Random, total: int, name: str, item: str) -> Step:
 
 def make_problem(rng: random.Random, level: int) -> tuple[str, str, int]:
     """(question, worked solution, answer) with `level` operations."""
+    return drawn_problem("arithmetic", rng, level, (3, 30), _step)
+
+
+def drawn_problem(family: str, rng: random.Random, level: int, start: tuple[int, int], step) -> tuple[str, str, int]:
+    """A family's problem: a name, an item and a start drawn in that order, then `level` draws of
+    `step(rng, total, name, item)`, worded."""
     if not 1 <= level <= MAX_LEVEL:
-        raise ValueError(f"arithmetic levels are 1..{MAX_LEVEL}, got {level}")
+        raise ValueError(f"{family} levels are 1..{MAX_LEVEL}, got {level}")
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    total = rng.randint(3, 30)
+    total = rng.randint(*start)
     steps = []
     for _ in range(level):
-        step = _step(rng, total, name, item)
-        steps.append(step)
-        total = step.value
+        steps.append(step(rng, total, name, item))
+        total = steps[-1].value
     return worded(name, item, steps)
 
 

@@ -22,16 +22,13 @@ from __future__ import annotations
 import random
 
 from tasks.arithmetic import (
-    ITEMS,
-    MAX_LEVEL,
-    NAMES,
     Step,
     added,
+    drawn_problem,
     family_rows,
     given_away,
     multiplied,
     shared_out,
-    worded,
 )
 
 FAMILY = "arithmetic-hard"
@@ -67,15 +64,7 @@ def _step(rng: random.Random, total: int, name: str, item: str) -> Step:
 
 def make_problem(rng: random.Random, level: int) -> tuple[str, str, int]:
     """(question, worked solution, answer) with `level` operations on 3- and 4-digit numbers."""
-    if not 1 <= level <= MAX_LEVEL:
-        raise ValueError(f"{FAMILY} levels are 1..{MAX_LEVEL}, got {level}")
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    total = rng.randint(*TERM)
-    steps = []
-    for _ in range(level):
-        steps.append(_step(rng, total, name, item))
-        total = steps[-1].value
-    return worded(name, item, steps)
+    return drawn_problem(FAMILY, rng, level, TERM, _step)
 
 
 def generate_rows(
