@@ -57,6 +57,20 @@ def shared_dir(tmp_path_factory, worker_id) -> Path:
     return base if worker_id == "master" else base.parent
 
 
+@pytest.fixture
+def two_sandbox_runs(monkeypatch):
+    """The code sandbox lets this process have at least two runs at once, whatever its cores (it allows one a
+    core): for tests of tool calls that overlap in wall time. Their calls sleep, so one core is enough, and the
+    overlap is checked on every machine instead of skipped on a one-core one."""
+    import threading
+
+    from rewards.code.sandbox import process
+
+    count = max(2, process.max_runs())
+    monkeypatch.setattr(process, "_slots", [(count, threading.BoundedSemaphore(count))])
+    return count
+
+
 def build_once(shared_dir: Path, name: str, build) -> Path:
     """Run `build(target)` once per test run, whichever worker asks first; the others wait and reuse it."""
     target = shared_dir / name

@@ -238,17 +238,16 @@ def test_a_tool_results_text_changes_neither_the_loss_nor_any_gradient(tmp_path)
     assert read[0] != read[1]
 
 
-def test_a_batchs_calls_run_side_by_side_inside_trls_loop_and_the_phase_is_their_wall_time(tmp_path, monkeypatch):
+def test_a_batchs_calls_run_side_by_side_inside_trls_loop_and_the_phase_is_their_wall_time(
+    tmp_path, monkeypatch, two_sandbox_runs
+):
     """TRL's loop makes the calls one rollout after another; each turn's calls are started ahead (eval.tools.stats.
     ToolCalls.ahead_of): the 3 calls, each sleeping 0.3 s in the sandbox, overlap, each ran once, and
     `timing_s/tools` covers them all yet is less than the sum of their runs (the phase's wall time, not a sum)."""
     import time
 
     from eval.tools import python as python_tool
-    from rewards.code.sandbox import default_concurrency
 
-    if default_concurrency() < 2:
-        pytest.skip("the sandbox lets this process have one run at a time here")
     runs, run_python = [], python_tool.run_python
 
     def timed(*args, **kwargs):

@@ -188,9 +188,7 @@ def test_a_batch_of_calls_gets_each_its_own_answer_in_order():
     assert run_calls([]) == []
 
 
-def test_calls_of_different_sessions_run_side_by_side():
-    if default_concurrency() < 2:
-        pytest.skip("the sandbox lets this process have one run at a time here")
+def test_calls_of_different_sessions_run_side_by_side(two_sandbox_runs):
     code = "import time\nstart = time.time()\ntime.sleep(0.5)\nprint(start, time.time())"
     replies = run_calls([(session(), code) for _ in range(4)], max_workers=4)
     spans = sorted(tuple(map(float, reply.split())) for reply in replies)
@@ -288,9 +286,7 @@ def counted_launches(monkeypatch) -> list[str]:
     return launched
 
 
-def test_calls_started_ahead_for_different_sessions_overlap_in_time():
-    if default_concurrency() < 2:
-        pytest.skip("the sandbox lets this process have one run at a time here")
+def test_calls_started_ahead_for_different_sessions_overlap_in_time(two_sandbox_runs):
     sessions = [session() for _ in range(4)]
     for tool in sessions:
         assert tool.prefetch([SPAN], workers=4)

@@ -5,20 +5,15 @@ rows, each call sleeping 0.3 s in the sandbox; the calls overlap, each ran once,
 
 from __future__ import annotations
 
-import pytest
-
 SPAN = "import time\nstart = time.time()\ntime.sleep(0.3)\nprint(start, time.time())"
 
 
-def test_the_tool_samplers_calls_run_side_by_side(tiny_model_dir, monkeypatch):
+def test_the_tool_samplers_calls_run_side_by_side(tiny_model_dir, monkeypatch, two_sandbox_runs):
     from eval.sampling import SamplingParams
     from eval.tools import python as python_tool
     from eval.tools.trl_sampling import make_tool_sampler
-    from rewards.code.sandbox import default_concurrency
     from tests.test_eval_tools import script
 
-    if default_concurrency() < 2:
-        pytest.skip("the sandbox lets this process have one run at a time here")
     launched, run_python = [], python_tool.run_python
     monkeypatch.setattr(python_tool, "run_python", lambda *a, **k: launched.append(1) or run_python(*a, **k))
     sampler = make_tool_sampler(str(tiny_model_dir), ["python"], {"timeout_s": 2.0}, max_tool_calls=1, batch_size=4)
