@@ -1,5 +1,5 @@
-"""scripts/bench/tool_cost.py's own logic, small: a session of cells timed three ways (python -c, the replay program
-bare, the tool) with their answers agreeing, the table and ratio lines printed, and one tool-using GRPO step whose
+"""scripts/bench/tool_cost.py's own logic, small: a session of cells timed four ways (python -c, the replay program
+bare, the tool replaying, the tool's live interpreter) with their answers agreeing, the table and ratio lines printed, and one tool-using GRPO step whose
 scripted policy calls the tool twice on half its rows (the second call replaying the first)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ def test_a_session_is_timed_in_every_arm_and_the_ratios_are_printed(capsys):
     bench = load_bench("tool_cost")
     cells = [("define", "v = 6 * 7"), ("use", "print(v)"), ("raise", "print(1 / 0)"), ("still there", "print(v + 1)")]
     times = bench.session_times(cells)
-    assert set(times) == {"python -c", "replay bare", "tool"}
+    assert set(times) == {"python -c", "replay bare", "tool, replay", "tool"}
     assert all(len(seconds) == len(cells) and min(seconds) > 0 for seconds in times.values())
     assert bench.replay_bare_call(["v = 6 * 7"], "print(v)") == "42\n"
     with pytest.raises(RuntimeError, match="disagree"):  # the arms' answers are checked against each other
@@ -22,6 +22,7 @@ def test_a_session_is_timed_in_every_arm_and_the_ratios_are_printed(capsys):
     printed = capsys.readouterr().out
     assert "| use it (replayed) |" in printed and "| whole session |" in printed
     assert "ratio tool / python -c, whole session (target <= 2x): " in printed
+    assert "ratio tool, replay / python -c, whole session: " in printed
 
 
 def test_a_tool_using_step_is_split_into_its_phases(capsys):

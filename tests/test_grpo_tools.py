@@ -244,19 +244,10 @@ def test_a_batchs_calls_run_side_by_side_inside_trls_loop_and_the_phase_is_their
     """TRL's loop makes the calls one rollout after another; each turn's calls are started ahead (eval.tools.stats.
     ToolCalls.ahead_of): the 3 calls, each sleeping 0.3 s in the sandbox, overlap, each ran once, and
     `timing_s/tools` covers them all yet is less than the sum of their runs (the phase's wall time, not a sum)."""
-    import time
 
-    from eval.tools import python as python_tool
+    from tests.support.tool_runs import record_tool_runs
 
-    runs, run_python = [], python_tool.run_python
-
-    def timed(*args, **kwargs):
-        start = time.perf_counter()
-        result = run_python(*args, **kwargs)
-        runs.append((start, time.perf_counter()))
-        return result
-
-    monkeypatch.setattr(python_tool, "run_python", timed)
+    runs = record_tool_runs(monkeypatch)
     code = "import time\nstart = time.time()\ntime.sleep(0.3)\nprint(start, time.time())"
     trainer, _ = _trainer(tmp_path, code, max_completion_length=600)  # room for the call and its result
     (_, _, _, completions, *_), logged = _run(trainer)
@@ -268,3 +259,4 @@ def test_a_batchs_calls_run_side_by_side_inside_trls_loop_and_the_phase_is_their
     assert logged["timing_s/tools"] < sum(end - start for start, end in runs)
     assert logged["tools/calls_per_completion"] == pytest.approx(0.5) and logged["tools/failure_frac"] == 0.0
     assert all(not environment.prefetcher.prefetched for environment in trainer.environments)
+

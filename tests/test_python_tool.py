@@ -1,5 +1,5 @@
-"""eval.tools: the built-in `python` tool (a session per trajectory, kept by replay, in the code sandbox) and tool
-names (the built-in one, a user's `path/to/file.py:function`).
+"""eval.tools: the built-in `python` tool (a session per trajectory, in the code sandbox: a live interpreter, or
+replay) and tool names (the built-in one, a user's `path/to/file.py:function`).
 
 Budgets are small so that the file runs in seconds. The containment checks (no host file, no network) need the
 sandbox's namespaces and skip where the kernel refuses them, as tests/test_sandbox_hostile.py does (a failure in CI).
@@ -20,6 +20,14 @@ from tests.conftest import REPO
 from tests.support.sandbox_checks import Listener, require_namespaces
 
 SMALL = {"timeout_s": 1.0, "memory_mb": 256}
+
+
+@pytest.fixture(autouse=True, params=["live", "replay"])
+def tool_mode(request, monkeypatch) -> str:
+    """Every test twice: with the interpreter kept between calls (where the sandbox can: cgroups that count CPU), and
+    with every call replaying the session's cells (what runs elsewhere). A session's replies are the same."""
+    monkeypatch.setitem(SMALL, "live", request.param == "live")
+    return request.param
 
 
 def session(**options) -> PythonSession:
@@ -66,10 +74,13 @@ def test_replayed_output_is_not_shown_again_and_random_draws_repeat():
     assert tool.run("print('new')") == "new"  # no output of the kept cells
 
 
-def test_a_cell_that_fails_when_replayed_takes_itself_and_those_after_out_of_the_session():
+def test_a_cell_that_fails_when_replayed_takes_itself_and_those_after_out_of_the_session(tool_mode):
     tool = session()
+    live = tool_mode == "live"
     # Passes when first run (stdout is a pipe), fails when replayed (stdout is /dev/null then).
     assert tool.run("import os, stat\nassert not stat.S_ISCHR(os.fstat(1).st_mode)\nz = 1") == ""
+    if live:  # the live interpreter still holds z; a failed call ends it, so the next call replays
+        assert tool.run("print(z)\nraise ValueError") == "1\nValueError"
     reply = tool.run("print(z)")
     assert "could not be restored" in reply and "AssertionError" in reply and "did not run" in reply
     assert tool.cells == []
@@ -94,6 +105,16 @@ def test_an_exception_returns_the_output_and_the_traceback_last_line():
     assert tool.run("def f(:\n    pass") == "SyntaxError: invalid syntax"
     assert tool.run("import sys\nprint('bye')\nsys.exit(3)") == "bye\nSystemExit: 3"
     assert tool.run("import sys\nprint('done')\nsys.exit(0)") == "done"  # a normal end
+
+
+def test_a_cell_that_ends_the_interpreter_is_a_failed_call_and_the_state_stays():
+    tool = session()
+    assert tool.run("a = 1") == ""
+    assert tool.run("import os\nprint('x', flush=True)\nos._exit(0)") == "x\nThe code's process ended abnormally (ok)."
+    assert tool.last_call_failed
+    assert tool.run("import os\nos._exit(3)") == "The code's process ended abnormally (exit code 3)."
+    assert tool.run("import os\nos.close(1)\nos.close(2)").startswith("The code's process ended abnormally (exit code")
+    assert tool.run("print(a)") == "1"
 
 
 def test_output_is_cut_to_the_set_length_with_a_marker():
@@ -139,6 +160,7 @@ def test_a_tool_call_never_raises(monkeypatch, caplog):
         raise SandboxUnavailableError("code sandbox: no libseccomp")
 
     monkeypatch.setattr(python_tool, "run_python", unavailable)
+    monkeypatch.setattr(python_tool, "LiveProgram", unavailable)
     with caplog.at_level(logging.WARNING, logger="eval.tools.python"):
         reply = PythonEnvironment().python("print(1)")
     assert reply == "The python tool failed: SandboxUnavailableError: code sandbox: no libseccomp"
@@ -275,14 +297,20 @@ SPAN = "import time\nstart = time.time()\ntime.sleep(0.3)\nprint(start, time.tim
 
 
 def counted_launches(monkeypatch) -> list[str]:
-    """The sandbox runs the tool makes from now on: each run's new cell, in the order they started."""
-    launched, run_python = [], python_tool.run_python
+    """The sandbox runs the tool makes from now on, and the exchanges with its live interpreters: each one's
+    request, in the order they started."""
+    launched, run_python, exchange = [], python_tool.run_python, python_tool.LiveProgram.exchange
 
     def counting(program, stdin=None, **options):
         launched.append(stdin)
         return run_python(program, stdin=stdin, **options)
 
+    def counting_exchange(self, request, *args):
+        launched.append(request)
+        return exchange(self, request, *args)
+
     monkeypatch.setattr(python_tool, "run_python", counting)
+    monkeypatch.setattr(python_tool.LiveProgram, "exchange", counting_exchange)
     return launched
 
 
@@ -346,6 +374,7 @@ def test_a_call_started_ahead_never_raises(monkeypatch):
         raise SandboxUnavailableError("code sandbox: no libseccomp")
 
     monkeypatch.setattr(python_tool, "run_python", unavailable)
+    monkeypatch.setattr(python_tool, "LiveProgram", unavailable)
     tool = session()
     assert tool.prefetch(["print(1)"])
     assert tool.run("print(1)") == "The python tool failed: SandboxUnavailableError: code sandbox: no libseccomp"

@@ -10,12 +10,11 @@ SPAN = "import time\nstart = time.time()\ntime.sleep(0.3)\nprint(start, time.tim
 
 def test_the_tool_samplers_calls_run_side_by_side(tiny_model_dir, monkeypatch, two_sandbox_runs):
     from eval.sampling import SamplingParams
-    from eval.tools import python as python_tool
     from eval.tools.trl_sampling import make_tool_sampler
+    from tests.support.tool_runs import record_tool_runs
     from tests.test_eval_tools import script
 
-    launched, run_python = [], python_tool.run_python
-    monkeypatch.setattr(python_tool, "run_python", lambda *a, **k: launched.append(1) or run_python(*a, **k))
+    launched = record_tool_runs(monkeypatch)
     sampler = make_tool_sampler(str(tiny_model_dir), ["python"], {"timeout_s": 2.0}, max_tool_calls=1, batch_size=4)
     try:
         script(sampler, {0: SPAN, 1: SPAN, 3: SPAN})

@@ -7,10 +7,17 @@ the calls of one trajectory, and a batch of calls run at once.
   starts the session afresh for the next trajectory. A factory with other budgets: `functools.partial`.
 - `run_calls([(session, code), ...])`: many calls at once (started ahead), each session's in their order.
 
-How state is kept: by replay (eval/tools/replay.py). A sandbox run is one program and nothing of it outlives the
-call (rewards/code/sandbox), so each call runs, in one sandboxed program, the cells of this session that succeeded
-before (their output thrown away) and then the new cell, and returns only the new cell's output. A cell that failed
-is not kept, so it is not run again. What replay means for the model's code:
+How state is kept. The session is defined by its cells that succeeded, as if each call ran them again, silently,
+before the new one (replay: eval/tools/replay.py), and there are two ways to run a call:
+- live (the default, where a cgroup counts a program's CPU time and namespaces work; rewards/code/sandbox/live.py):
+  one sandboxed interpreter per session, kept between its calls, each call a request to it. It is kept only while it
+  holds exactly the session's state: a call that failed, whose cell was not kept, or that left a thread or process
+  running ends it (`_call`), and the next call starts a new one that replays the kept cells first. `finish` (the end
+  of TRL's loop) and `reset` end it; a session dropped without them has it ended by the sandbox's reaper thread.
+- replay (`live=False`, or where live is unavailable: a warning, once): every call is one sandboxed program that
+  runs the kept cells and then the new cell, and nothing of it outlives the call.
+The replies are the same either way (tests/test_python_tool.py runs every test both ways). What replay means for
+the model's code:
 - side effects run again each call: files a cell wrote are written again (in the run's private /tmp, so nothing
   piles up); time, the process id, `os.urandom` and the order of a set of strings (hashes are salted per process)
   may differ from the first run; `random` is seeded per session, so its draws repeat;
@@ -20,6 +27,8 @@ is not kept, so it is not run again. What replay means for the model's code:
   (measured when they ran, with a margin), and a cell is kept only while the session holds fewer than `max_cells`
   cells and `max_replay_cpu_s` of replay; past either, the cell still runs but its state is not kept (the reply
   says so). One call thus costs at most `timeout_s + max_replay_cpu_s` of CPU (plus the margin).
+A live interpreter's call has the new cell's budget alone; its CPU rlimit for its whole life is a replay's worth
+(`max_replay_cpu_s` with the margin) plus the kept cells' `max_replay_cpu_s` plus one cell.
 
 Budgets, all passed to the sandbox: `timeout_s` CPU seconds, `memory_mb` for the whole run, a wall-clock ceiling
 (`wall_timeout_s`, default three times the CPU budget plus a second: only a program that sleeps or waits meets it),
@@ -41,6 +50,7 @@ at the end of TRL's loop.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import secrets
@@ -51,12 +61,15 @@ from pathlib import Path
 
 from eval.tools import replay
 from rewards.code.sandbox import default_concurrency, run_python
+from rewards.code.sandbox.live import LiveProgram, LiveUnavailable
 from rewards.code.sandbox.settings import WALL_EXTRA_S, WALL_FACTOR
 
 logger = logging.getLogger("eval.tools.python")
 
 PROGRAM = Path(replay.__file__).read_text()
 REPLAY_MARGIN, REPLAY_EXTRA_S = 1.25, 0.05  # a kept cell's CPU when replayed: this times what it took, plus this
+LIVE_TASKS = 2  # a live interpreter between calls: init and the interpreter's one thread
+_live_problem: list[str] = []  # why this process runs no live interpreter (LiveUnavailable), once known
 
 
 class PythonSession:
@@ -71,13 +84,17 @@ class PythonSession:
         max_cells: int = 32,
         max_replay_cpu_s: float = 10.0,
         call_workers: int | None = None,
+        live: bool = True,
         **sandbox_options,
     ):
         """`call_workers`: the pool's threads for calls started ahead (`prefetch`; default: the sandbox's runs at
-        once; 0: none). `sandbox_options` go to `rewards.code.sandbox.run_python` (`isolation`, `packages`, ...)."""
+        once; 0: none). `live`: keep the interpreter between calls where the sandbox can (else every call replays).
+        `sandbox_options` go to `rewards.code.sandbox.run_python` (`isolation`, `packages`, ...)."""
         self.timeout_s, self.memory_mb, self.wall_timeout_s = timeout_s, memory_mb, wall_timeout_s
         self.max_output_chars, self.max_cells, self.max_replay_cpu_s = max_output_chars, max_cells, max_replay_cpu_s
-        self.call_workers = call_workers
+        self.call_workers, self.live = call_workers, live
+        self._live: LiveProgram | None = None  # the interpreter kept between calls, and the state it holds:
+        self._live_state: tuple | None = None  # (seed, the kept cells' sources) while it holds exactly those
         self.sandbox_options = {"max_output_bytes": max(65536, 8 * max_output_chars), **sandbox_options}
         self._lock = threading.Lock()  # one call at a time: a cell runs on the state its predecessors left
         self.last_call_failed = False  # the last call raised, timed out, ran out of memory or failed to run
@@ -88,8 +105,21 @@ class PythonSession:
         """Forget every cell: the next call starts from an empty interpreter, with a new seed for `random`."""
         with self._lock:
             self._drop_ahead(wait_running=False)
+            self._end_live()
             self._cells: list[tuple[str, float]] = []  # (source, CPU seconds it took), the cells replayed
             self._seed = secrets.randbits(32)
+
+    def finish(self) -> None:
+        """The trajectory's calls are over for now: drop what was started ahead and end the live interpreter (its
+        processes and memory). The state stays: a later call rebuilds it by replay."""
+        with self._lock:
+            self._drop_ahead(wait_running=False)
+            self._end_live()
+
+    def _end_live(self) -> None:
+        program, self._live, self._live_state = self._live, None, None
+        if program is not None:
+            program.close(wait=False)  # its processes end on the sandbox's reaper thread, not in this call
 
     @property
     def cells(self) -> list[str]:
@@ -104,7 +134,7 @@ class PythonSession:
                 code = code if isinstance(code, str) else str(code)
                 done = self._take_ahead(code)
                 if done is None:
-                    done = self._outcome(self._cells, code, *self._launch(self._seed, self._cells, code))
+                    done = self._call(self._seed, self._cells, code)
                 reply, self.last_call_failed, self._cells = done
                 return reply
             except Exception as error:  # noqa: BLE001 - a tool call must not raise into the trainer
@@ -164,7 +194,7 @@ class PythonSession:
             if not future.set_running_or_notify_cancel():
                 return
             try:
-                done = self._outcome(cells, code, *self._launch(ahead.seed, cells, code))
+                done = self._call(ahead.seed, cells, code)
             except Exception as error:  # noqa: BLE001 - `run` then runs the call itself
                 future.set_exception(error)
                 for later in ahead.futures:
@@ -205,16 +235,41 @@ class PythonSession:
 
     # ------------------------------------------------------------ one call: the run, then what it means
 
+    def _call(self, seed: int, cells: list[tuple[str, float]], code: str):
+        """One call of `code` on the state `cells` with `seed`: what `_outcome` says, the live interpreter kept only
+        while it holds exactly the state the call leaves (so that it and a replay are the same session)."""
+        result, ceiling, restored = self._launch(seed, cells, code)
+        done = self._outcome(cells, code, result, ceiling, restored)
+        program = self._live
+        if program is not None and self._live_state is not None:
+            _, failed, kept = done
+            tasks = program.tasks()
+            if failed or len(kept) != len(cells) + 1 or not program.alive or (tasks or 0) > LIVE_TASKS:
+                self._end_live()  # a failed or unkept cell, or threads or processes left running: replay next
+            else:
+                self._live_state = (seed, tuple(source for source, _ in kept))
+        return done
+
     def _launch(self, seed: int, cells: list[tuple[str, float]], code: str):
-        """The sandboxed run of `code` after `cells`, with its budgets: (the run's result, its wall ceiling)."""
+        """The sandboxed run of `code` after `cells`, with its budgets: (the run's result, its wall ceiling, whether
+        the cells were in place already: a live interpreter holding them)."""
         replay_s = sum(REPLAY_MARGIN * cpu_s + REPLAY_EXTRA_S for _, cpu_s in cells)
-        cpu_budget = self.timeout_s + replay_s
         # The new cell's ceiling (the sandbox's default rule unless one is set), and the replay's by the same rule.
         ceiling = (
             self.wall_timeout_s if self.wall_timeout_s is not None else WALL_FACTOR * self.timeout_s + WALL_EXTRA_S
         )
+        sources = [source for source, _ in cells]
+        if self.live and not _live_problem:
+            try:
+                return self._live_exchange(seed, sources, code, replay_s, ceiling)
+            except LiveUnavailable as error:
+                self._end_live()
+                if not _live_problem:
+                    _live_problem.append(str(error))
+                    logger.warning("python tool: every call replays the session's cells (%s)", error)
+        cpu_budget = self.timeout_s + replay_s
         ceiling += WALL_FACTOR * replay_s
-        program_input = replay.encode_input(seed, [source for source, _ in cells], code)
+        program_input = replay.encode_input(seed, sources, code)
         result = run_python(
             PROGRAM,
             stdin=program_input,
@@ -223,14 +278,46 @@ class PythonSession:
             memory_mb=self.memory_mb,
             **self.sandbox_options,
         )
-        return result, ceiling
+        return result, ceiling, False
 
-    def _outcome(self, cells: list[tuple[str, float]], code: str, result, ceiling: float):
+    def _live_exchange(self, seed: int, sources: list[str], code: str, replay_s: float, ceiling: float):
+        """`_launch` on the live interpreter: the one that holds `sources` takes just the cell; else a new one
+        replays them first (and is then kept, by `_call`, if the cell is)."""
+        token = secrets.token_hex(8)
+        end = f"\n{replay.MARK} end {token}\n"
+        program = self._live
+        restored = program is not None and program.alive and self._live_state == (seed, tuple(sources))
+        if restored:
+            request, cpu_s = replay.encode_request(code, token), self.timeout_s
+        else:
+            self._end_live()
+            # Its whole life's CPU: a replay, the cells kept after it (max_replay_cpu_s at most), one more cell.
+            life_s = REPLAY_MARGIN * self.max_replay_cpu_s + REPLAY_EXTRA_S * self.max_cells
+            life_s += self.max_replay_cpu_s + self.timeout_s + 1.0
+            program = LiveProgram(
+                {"main.py": PROGRAM.encode()}, "main.py", life_s, memory_mb=self.memory_mb, **self.sandbox_options
+            )
+            self._live, self._live_state = program, (seed, tuple(sources))
+            request, cpu_s = replay.encode_input(seed, sources, code, token), self.timeout_s + replay_s
+            ceiling += WALL_FACTOR * replay_s
+        result = program.exchange(request.encode(), end.encode(), cpu_s, ceiling)
+        if result.status == "ok" and end in result.stderr:  # the end line is the session's, not the cell's
+            stderr = result.stderr[: result.stderr.index(end)]
+            result = dataclasses.replace(result, stderr=stderr)
+            if stderr.endswith(f"\n{replay.MARK} error\n") and "MemoryError" in stderr[-2000:]:
+                # as a run's status says it (rewards.code.sandbox.process.classify): the memory limit
+                result = dataclasses.replace(result, status="memory", reason="memory limit")
+        if not program.alive:
+            self._live, self._live_state = None, None  # closed by the exchange (its budget, or the program ended)
+        return result, ceiling, restored
+
+    def _outcome(self, cells: list[tuple[str, float]], code: str, result, ceiling: float, restored: bool = False):
         """What a run of `code` after `cells` means: (the reply, whether the call failed, the cells kept after it).
-        Changes nothing."""
+        `restored`: the cells were in place before the run (a live interpreter). Changes nothing."""
         marks = _marks(result.stderr)
         stdout = self._clip(result.stdout)
         replayed = max((int(words[1]) for words, _ in marks if words[:1] == ("replayed",)), default=0)
+        replayed = len(cells) if restored else replayed
         final, after = marks[-1] if marks else ((), "")
         if final[:1] == ("replay-failed",) and len(final) == 2:
             return self._lost(cells, int(final[1]), f"failed this time ({after.strip() or 'no error was shown'})")

@@ -13,6 +13,10 @@ Why replay: a sandbox run is one program whose processes are all killed when it 
 interpreter outlives a call. Running the kept cells again before the new one rebuilds the state, including the
 files they wrote in the run's private /tmp, with nothing kept on the host between calls.
 
+A live session (eval/tools/python.py's default, on rewards/code/sandbox/live.py) runs the same program once for many
+calls: its first request carries a `token`, and after each cell the program writes `MARK end TOKEN` and reads the
+next request, one line on stdin (`encode_request`: the new cell and its token), into the same namespace.
+
 What it writes to stderr after the cells' own stderr, one line each, for the caller to read:
 `MARK replayed N` once kept cell N has run again; `MARK replay-failed N` and then the last line of its traceback
 when it failed this time; `MARK ok CPU` when the new cell finished (CPU: its CPU seconds, which decide how much
@@ -33,9 +37,18 @@ import types
 MARK = "\x1erlvr-python-tool"  # starts each line of ours on stderr (a record separator: not what a cell prints)
 
 
-def encode_input(seed: int, kept: list[str], cell: str) -> str:
-    """The program's stdin for a call (the caller's side: eval/tools/python.py)."""
-    return marshal.dumps({"seed": seed, "kept": list(kept), "cell": cell}, 4).hex()
+def encode_input(seed: int, kept: list[str], cell: str, token: str | None = None) -> str:
+    """The program's stdin for a call (the caller's side: eval/tools/python.py). With `token`, the first request of
+    a live session, which answers and then waits for the next (`encode_request`)."""
+    spec = {"seed": seed, "kept": list(kept), "cell": cell}
+    if token is not None:
+        spec["token"] = token
+    return marshal.dumps(spec, 4).hex() + "\n"
+
+
+def encode_request(cell: str, token: str) -> str:
+    """A later request of a live session: one line."""
+    return marshal.dumps({"cell": cell, "token": token}, 4).hex() + "\n"
 
 
 def _report(fd: int, text: str) -> None:
@@ -72,9 +85,28 @@ def _flush() -> None:
             pass
 
 
+def _serve_cell(source: str, namespace: dict) -> bool:
+    """Run the new cell with the program's own stdout and stderr, then write its mark; whether it succeeded."""
+    start = time.process_time()
+    error = _run_cell(source, "<cell>", namespace)
+    cpu_s = time.process_time() - start
+    _flush()
+    if error is None:
+        _report(2, f"ok {cpu_s:.4f}")
+        return True
+    import traceback  # only when the cell raised (see the docstring)
+
+    sys.__stderr__.write("".join(traceback.format_exception(error)))
+    _flush()
+    _report(2, "error")
+    return False
+
+
 def main() -> None:
-    spec = marshal.loads(bytes.fromhex(sys.stdin.read()))
-    sys.stdin = open(os.devnull)  # a cell that reads input() sees end of file
+    requests = os.fdopen(os.dup(0), "rb")  # a live session's later requests come here, a line each
+    spec = marshal.loads(bytes.fromhex(requests.readline().decode()))
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # a cell that reads input() sees end of file
+    sys.stdin = open(os.devnull)
     module = types.ModuleType("__main__")
     sys.modules["__main__"] = module
     namespace = module.__dict__
@@ -96,19 +128,17 @@ def main() -> None:
     os.dup2(real_out, 1)
     os.dup2(real_err, 2)
     sys.stdout.reconfigure(line_buffering=True)  # what was printed before a kill still comes back
-    start = time.process_time()
-    error = _run_cell(spec["cell"], "<cell>", namespace)
-    cpu_s = time.process_time() - start
-    _flush()
-    if error is None:
-        _report(2, f"ok {cpu_s:.4f}")
-        os._exit(0)  # threads a cell left running do not hold the call to the wall-clock ceiling
-    import traceback  # only when the cell raised (see the docstring)
-
-    sys.__stderr__.write("".join(traceback.format_exception(error)))
-    _flush()
-    _report(2, "error")
-    os._exit(1)
+    if "token" not in spec:  # one call: the program ends with it
+        ok = _serve_cell(spec["cell"], namespace)
+        os._exit(0 if ok else 1)  # threads a cell left running do not hold the call to the wall-clock ceiling
+    while True:  # a live session: each answer ends with `end TOKEN`, then the next request is read
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        _serve_cell(spec["cell"], namespace)
+        _report(2, f"end {spec['token']}")
+        line = requests.readline()
+        if not line:
+            os._exit(0)
+        spec = marshal.loads(bytes.fromhex(line.decode()))
 
 
 if __name__ == "__main__":

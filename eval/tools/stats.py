@@ -56,7 +56,7 @@ class ToolCalls:
             for environment in environments or []:
                 prefetcher = getattr(environment, "prefetcher", None)
                 if prefetcher is not None:
-                    prefetcher.drop_prefetched()
+                    prefetcher.finish()  # the trajectory's calls are made: its live interpreter ends too
 
     def take(self) -> tuple[int, int]:
         """(calls, failed calls) since the last take."""

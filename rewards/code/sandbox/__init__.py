@@ -43,7 +43,8 @@ concurrency limit.
 
 The caller's side, by job: entry_points.py (the calls above), run.py (one run: its mode, cgroup, root and
 cleanup), settings.py (a run's options, limits and environment), results.py (RunResult), process.py (the
-launch), leftovers.py (what killed callers left behind); the rest is named above.
+launch), leftovers.py (what killed callers left behind), live.py (a program kept across exchanges with its caller,
+with per-exchange budgets: the python tool's interpreter); the rest is named above.
 """
 
 from rewards.code.sandbox.entry_points import default_concurrency, isolation_info, run_judged, run_many, run_python

@@ -210,6 +210,16 @@ class RunGroup:
             return False
         return any(line.split()[:1] == ["oom_kill"] and line.split()[1] != "0" for line in text.splitlines())
 
+    def tasks(self) -> int | None:
+        """Threads of the run's processes now, all together (the pids controller counts threads), or None."""
+        version, directory = self.directories.get("pids", ("", ""))
+        if not directory:
+            return None
+        try:
+            return int(_read(os.path.join(directory, "pids.current")))
+        except (OSError, ValueError):
+            return None
+
     def members(self) -> set[int]:
         pids: set[int] = set()
         for path in self.procs:

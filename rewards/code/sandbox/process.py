@@ -94,6 +94,11 @@ def max_runs() -> int:
     return _run_slots()[0]
 
 
+def run_slot() -> threading.BoundedSemaphore:
+    """The process-wide semaphore of runs at once: hold it while a program may use a core."""
+    return _run_slots()[1]
+
+
 def _run_slots() -> tuple[int, threading.BoundedSemaphore]:
     with _slots_lock:
         if not _slots:
@@ -124,24 +129,35 @@ def launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
         return _launch(config, stdin_file, limits, group, cwd)
 
 
-def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
+def start_launcher(config: dict, stdin_file, group, cwd: str) -> tuple[subprocess.Popen, int]:
+    """Start the launcher of one run: (the process, the read end of its events' pipe)."""
     status_read, status_write = os.pipe()
     config = {**config, "status_fd": status_write, "cgroup_procs": group.procs if group else []}
     config_fd = _config_file(config)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(LAUNCHER), str(config_fd)],
+            stdin=stdin_file,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=config["env"],
+            start_new_session=True,  # its own process group: one killpg reaches what the fallback leaves
+            pass_fds=(status_write, config_fd),
+        )
+    except BaseException:
+        os.close(status_read)
+        raise
+    finally:
+        os.close(status_write)
+        os.close(config_fd)
+    return process, status_read
+
+
+def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
     start = time.monotonic()
     ceiling, cpu_limit, max_output = limits["wall_s"], limits["cpu_s"], limits["max_output_bytes"]
-    process = subprocess.Popen(
-        [sys.executable, "-I", "-S", str(LAUNCHER), str(config_fd)],
-        stdin=stdin_file,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=config["env"],
-        start_new_session=True,  # its own process group: one killpg reaches what the fallback leaves
-        pass_fds=(status_write, config_fd),
-    )
-    os.close(status_write)
-    os.close(config_fd)
+    process, status_read = start_launcher(config, stdin_file, group, cwd)
     out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
     streams = {out_fd: bytearray(), err_fd: bytearray(), status_read: bytearray()}
     selector = selectors.DefaultSelector()
@@ -184,33 +200,7 @@ def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
             if exited_at is not None and time.monotonic() - exited_at > 0.1:
                 break
         finished = not overflow and (not timed_out or exited_at is not None)  # the launcher is exiting, or about to
-        if group is not None and not finished:
-            group.kill(STOP_GRACE_S)  # the program's side at once; the launcher then sees init gone
-        if not _wait_exited(process.pid, STOP_GRACE_S if finished else 0):
-            os.kill(process.pid, signal.SIGTERM)  # the launcher kills the whole tree, then exits
-            if not _wait_exited(process.pid, STOP_GRACE_S):
-                logger.warning("code sandbox: the launcher did not stop within %.1f s; killing it", STOP_GRACE_S)
-                os.killpg(process.pid, signal.SIGKILL)
-                _wait_exited(process.pid, 5.0)
-        groups = [process.pid]  # safe: the launcher is not reaped yet, so its group id is ours
-        events, _ = _read_events(streams[status_read])
-        if "started" in events and "exit" not in events:
-            # The fallback launcher died before its program (the program, running as this user, killed it):
-            # the program's own group is still in use by it, so its id cannot have been reused.
-            groups.append(events["started"]["pid"])
-        for process_group in groups:
-            try:
-                os.killpg(process_group, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        try:
-            while True:  # the rest of the events (the judge's last cases), now that every writer is gone
-                data = os.read(status_read, 65536)
-                if not data:
-                    break
-                streams[status_read] += data
-        except OSError:
-            pass
+        end_launcher(process, group, status_read, streams[status_read], finished)
     finally:
         process.wait()
         selector.close()
@@ -231,6 +221,39 @@ def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
         "oom": group.out_of_memory() if group is not None else False,
         "oom_counted": group is not None and group.limits_memory,
     }
+
+
+def end_launcher(process: subprocess.Popen, group, status_read: int, events: bytearray, finished: bool) -> None:
+    """End a run: its processes (through its cgroup, else through the launcher, which kills the whole tree), then
+    the launcher; the rest of its events are read into `events`. `finished`: the launcher is exiting by itself, so
+    it gets a moment first. Leaves the launcher unreaped (the caller waits for it)."""
+    if group is not None and not finished:
+        group.kill(STOP_GRACE_S)  # the program's side at once; the launcher then sees init gone
+    if not _wait_exited(process.pid, STOP_GRACE_S if finished else 0):
+        os.kill(process.pid, signal.SIGTERM)  # the launcher kills the whole tree, then exits
+        if not _wait_exited(process.pid, STOP_GRACE_S):
+            logger.warning("code sandbox: the launcher did not stop within %.1f s; killing it", STOP_GRACE_S)
+            os.killpg(process.pid, signal.SIGKILL)
+            _wait_exited(process.pid, 5.0)
+    groups = [process.pid]  # safe: the launcher is not reaped yet, so its group id is ours
+    parsed, _ = _read_events(events)
+    if "started" in parsed and "exit" not in parsed:
+        # The fallback launcher died before its program (the program, running as this user, killed it):
+        # the program's own group is still in use by it, so its id cannot have been reused.
+        groups.append(parsed["started"]["pid"])
+    for process_group in groups:
+        try:
+            os.killpg(process_group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        while True:  # the rest of the events (the judge's last cases), now that every writer is gone
+            data = os.read(status_read, 65536)
+            if not data:
+                break
+            events += data
+    except OSError:
+        pass
 
 
 def classify(outcome: dict, limits: dict) -> tuple[str, str]:

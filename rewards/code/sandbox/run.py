@@ -95,36 +95,7 @@ def run_program(
     host_dir = tempfile.mkdtemp(prefix="rlvr-sandbox-")
     try:
         while True:
-            drop_uid = os.geteuid() == 0 and (mode == "namespaces" or interpreter_reachable(python))
-            if mode == "fallback":
-                _warn_once(f"fallback-{drop_uid}", _fallback_warning(drop_uid, python))
-            home = "/tmp/work" if mode == "namespaces" else host_dir  # the launcher's WORK_DIR
-            root = root_spec(python, tuple(options["packages"])) if mode == "namespaces" else None
-            config = {
-                "mode": mode,
-                "argv": [root["python"] if root else python, "-I", script],
-                "env": environment(home, options["extra_env"]),
-                "host_dir": host_dir,
-                "files": files,
-                "root": root,
-                "drop_uid": drop_uid,
-                "uid": UID_BASE + secrets.randbelow(UID_SPAN),
-                "judge_uid": UID_BASE + UID_SPAN + secrets.randbelow(UID_SPAN),
-                "tmpfs_mb": options["disk_mb"],
-                "limits": limits["launcher"],
-                "seccomp": seccomp,
-                "judge": judge
-                and {
-                    **judge,
-                    # the judge is in the run's cgroups; without a memory cgroup it is one more process of the run
-                    "memory_bytes": memory_mb << 20
-                    if group and group.limits_memory
-                    else limits["launcher"]["address_space"],
-                    # where no cgroup counts the run's CPU time, the judge's own limit is the run's
-                    "cpu_s": None if group and sandbox_cgroup.cpu_counted() else limits["launcher"]["cpu_s"],
-                    "interpreter_reachable": drop_uid and interpreter_reachable(sys.executable),
-                },
-            }
+            config = launcher_config(mode, python, files, script, options, limits, group, host_dir, seccomp, judge)
             if stdin is not None:
                 os.lseek(stdin_file, 0, os.SEEK_SET)
             outcome = launch(config, stdin_file, limits, group, host_dir)
@@ -168,6 +139,42 @@ def run_program(
         cases=outcome["cases"],
         cgroup=group is not None,
     )
+
+
+def launcher_config(
+    mode: str, python: str, files: dict, script: str, options: dict, limits: dict, group, host_dir: str, seccomp, judge
+) -> dict:
+    """What the launcher of one run reads (its configuration): the program, its root, uids, limits and judge."""
+    drop_uid = os.geteuid() == 0 and (mode == "namespaces" or interpreter_reachable(python))
+    if mode == "fallback":
+        _warn_once(f"fallback-{drop_uid}", _fallback_warning(drop_uid, python))
+    home = "/tmp/work" if mode == "namespaces" else host_dir  # the launcher's WORK_DIR
+    root = root_spec(python, tuple(options["packages"])) if mode == "namespaces" else None
+    return {
+        "mode": mode,
+        "argv": [root["python"] if root else python, "-I", script],
+        "env": environment(home, options["extra_env"]),
+        "host_dir": host_dir,
+        "files": files,
+        "root": root,
+        "drop_uid": drop_uid,
+        "uid": UID_BASE + secrets.randbelow(UID_SPAN),
+        "judge_uid": UID_BASE + UID_SPAN + secrets.randbelow(UID_SPAN),
+        "tmpfs_mb": options["disk_mb"],
+        "limits": limits["launcher"],
+        "seccomp": seccomp,
+        "judge": judge
+        and {
+            **judge,
+            # the judge is in the run's cgroups; without a memory cgroup it is one more process of the run
+            "memory_bytes": options["memory_mb"] << 20
+            if group and group.limits_memory
+            else limits["launcher"]["address_space"],
+            # where no cgroup counts the run's CPU time, the judge's own limit is the run's
+            "cpu_s": None if group and sandbox_cgroup.cpu_counted() else limits["launcher"]["cpu_s"],
+            "interpreter_reachable": drop_uid and interpreter_reachable(sys.executable),
+        },
+    }
 
 
 def _sealed(data: bytes) -> int:
