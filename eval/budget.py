@@ -249,12 +249,15 @@ def with_thinking_switch(prompt: list[dict], mode: str | None) -> list[dict]:
 def forcing_counts(samples_path: Path) -> dict:
     """From a samples.jsonl: how many samples had their answer forced, waited, and their mean thinking length."""
     samples = [json.loads(line) for line in samples_path.read_text().splitlines()]
-    return {
+    counts = {
         "samples": len(samples),
         "forced_answers": sum(bool(sample.get("forced_answer")) for sample in samples),
         "waits": sum(sample.get("waits") or 0 for sample in samples),
         "mean_thinking_tokens": sum(sample.get("thinking_tokens") or 0 for sample in samples) / max(len(samples), 1),
     }
+    if any("tool_calls" in sample for sample in samples):  # with tools: the budget counts the model's tokens
+        counts["mean_model_tokens"] = sum(sample.get("num_tokens") or 0 for sample in samples) / max(len(samples), 1)
+    return counts
 
 
 def budget_curve(summaries: dict[int, dict], folders: dict[int, Path], ks: list[int]) -> dict:
@@ -296,7 +299,8 @@ def format_curve_table(curves: dict[str, dict], ks: list[int], first_column: str
             for name in (f"pass@{ks[0]}", f"pass@{ks[-1]}", f"maj@{ks[-1]}"):
                 metric = point["metrics"][name]
                 cells.append(f"{metric['mean']:.3f} [{metric['ci95'][0]:.3f}, {metric['ci95'][1]:.3f}]")
-            cells += [f"{point['forced_answers']}/{point['samples']}", f"{point['mean_thinking_tokens']:.1f}"]
+            tokens = point.get("mean_model_tokens", point["mean_thinking_tokens"])  # with tools, the model's tokens
+            cells += [f"{point['forced_answers']}/{point['samples']}", f"{tokens:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -306,7 +310,10 @@ def run_sweep(sampler, datasets: dict[str, list[dict]], args, state, evaluate_da
     --output-dir/budget_curve/<dataset>.json and .png. Returns the curves (main process; {} elsewhere)."""
     summaries: dict[str, dict[int, dict]] = {slug: {} for slug in datasets}
     for budget in args.budgets:
-        budget_sampler = BudgetSampler(sampler, forcing_from_args(args, budget))
+        if hasattr(sampler, "capped"):  # with tools: the model's own tokens capped (eval.tools.trl_sampling)
+            budget_sampler = sampler.capped(budget)
+        else:
+            budget_sampler = BudgetSampler(sampler, forcing_from_args(args, budget))
         for slug, rows in datasets.items():
             summary = evaluate_dataset(budget_sampler, rows, args, args.output_dir / f"budget_{budget}" / slug, state)
             if summary is not None:

@@ -15,7 +15,8 @@ For each dataset, under --output-dir/<dataset>/, written as the run goes:
     pass_at_k.png      pass@k against k, log axis
 With --budgets B1 B2 ..., one such run per thinking budget under --output-dir/budget_<B>/<dataset>/, and
 accuracy against budget in --output-dir/budget_curve/<dataset>.json and .png (eval/budget.py: s1's budget
-forcing, --min-thinking-tokens, --chat-template-kwargs and --thinking-mode).
+forcing, --min-thinking-tokens, --chat-template-kwargs and --thinking-mode). With --tools, a budget caps the
+model's own tokens across its turns instead (tool results not counted, no forcing: eval/tools/trl_sampling.py).
 An interrupted run resumes: problems whose samples are on disk are not generated again; a run whose
 protocol differs from the one on disk refuses to mix with it.
 """
@@ -331,6 +332,8 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
     if state.is_main_process:
         for value, out in runs:
             forcing = budget.protocol_entry(budget.forcing_from_args(args, value))
+            if args.tools and value is not None:  # the model's tokens capped, tool results not counted, no forcing
+                forcing = {"model_token_cap": value}
             for slug in datasets:
                 entries = {"forcing": forcing, "user_template": templates[slug]}
                 check_protocol(out / slug, {**protocol, **entries}, args.overwrite)

@@ -17,10 +17,10 @@ N = 4
 PROBLEMS = [("What is 6*7?", "42"), ("What is 3+4?", "7")]
 
 
-def script(sampler, calls: dict[int, str] = CALLS) -> dict:
-    """Every trainer `sampler` builds samples by this script: on the first turn, the batch's rows in `calls` call
-    python(code) and the others answer \\boxed{7}; after a tool result, "so \\boxed{42}". Returns the token ids of
-    each scripted turn, for counts by hand."""
+def script(sampler, calls: dict[int, str] = CALLS, install: bool = True) -> dict:
+    """Every trainer `sampler` builds samples by this script (with `install`): on the first turn, the batch's rows in
+    `calls` call python(code) and the others answer \\boxed{7}; after a tool result, "so \\boxed{42}". Returns the
+    token ids of each scripted turn, for counts by hand, and the scripted turn itself ("turn")."""
     tokenizer = sampler.tokenizer
     prompt = [{"role": "user", "content": "x"}]
     before = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
@@ -51,8 +51,9 @@ def script(sampler, calls: dict[int, str] = CALLS) -> dict:
         trainer._generate_single_turn = turn
         return trainer
 
-    sampler._build = scripted_build
-    return turns
+    if install:
+        sampler._build = scripted_build
+    return {**turns, "turn": turn}
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +185,7 @@ def test_without_tools_the_records_are_as_before(monkeypatch, tiny_model_dir, pr
     ("extra", "message"),
     [
         (["--tools", "pyhton"], "unknown tool 'pyhton'"),
-        (["--tools", "python", "--budgets", "8"], "--budgets"),
+        (["--tools", "python", "--min-thinking-tokens", "8"], "--min-thinking-tokens"),
         (["--tools", "python", "--tool-options", "timeout_s"], "not key=value"),
         (["--tools", "python", "--tool-options", "{bad json"], "not valid JSON"),
     ],
@@ -204,3 +205,99 @@ def test_tool_options_read_json_or_key_value():
     assert parse_tool_options("timeout_s=5, memory_mb=256 max_output_chars=1e3") == {
         "timeout_s": 5, "memory_mb": 256, "max_output_chars": 1000.0}  # fmt: skip
     assert parse_tool_options(None) == {} and parse_tool_options("") == {}
+
+
+# ---------------------------------------------------------------- --budgets with tools: the model's tokens capped
+
+
+class _Config:
+    max_new_tokens = 250
+
+
+class _Trainer:
+    """What ModelTokenCap.turn reads of a trainer: its generation settings."""
+
+    def __init__(self):
+        self.generation_config, self.generation_kwargs = _Config(), {"max_new_tokens": 250}
+
+
+def test_the_model_token_cap_counts_each_rows_own_tokens_across_turns():
+    from eval.tools.trl_sampling import ModelTokenCap
+
+    caps, trainer, asked = ModelTokenCap(), _Trainer(), []
+    caps.cap = 6
+
+    def generate(outputs):
+        def run(prompt_ids, images, fields, num_generations, has_tool_images):
+            asked.append(trainer.generation_config.max_new_tokens)
+            assert trainer.generation_kwargs["max_new_tokens"] == asked[-1]
+            return [list(row) for row in outputs], [[-0.1] * len(row) for row in outputs]
+
+        return run
+
+    first = [[1, 2], [3]]
+    ids, logprobs = caps.turn(generate([list(range(10, 20)), [7, 8, 9]]), trainer, first, None, {}, 1, False)
+    assert ids == [list(range(10, 16)), [7, 8, 9]] and [len(row) for row in logprobs] == [6, 3]  # cut at 6
+    assert asked == [6] and trainer.generation_config.max_new_tokens == 250  # restored after the turn
+    tool = [90, 91, 92, 93]  # a tool result's tokens: not the model's
+    with caps.in_loop():
+        later = [first[0] + ids[0] + tool, first[1] + ids[1] + tool, [5, 5, 5]]  # the last extends no turn of ours
+        again, _ = caps.turn(generate([[40] * 8, [41] * 8, [42] * 8]), trainer, later, None, {}, 1, False)
+        assert asked[-1] == 3  # the most any row has left: 6 - 3
+        assert again == [[], [41, 41, 41], []]  # 6 used; 3 used + 3 more; unknown: nothing left
+        third = [later[1] + again[1] + tool]
+        assert caps.turn(generate([[1]]), trainer, third, None, {}, 1, False)[0] == [[]]  # 6 used: no generation
+    assert len(asked) == 2
+
+
+@pytest.fixture(scope="module")
+def budget_run(tiny_model_dir, problems_file, tmp_path_factory):
+    """eval.evaluate --tools python --budgets ..., its turns scripted under the sampler's own generation override
+    (TRL's `_generate_single_turn`, which the cap wraps), so that the cap acts on the script's turns."""
+    import trl
+
+    from eval.tools.trl_sampling import make_tool_sampler
+
+    sampler = make_tool_sampler(str(tiny_model_dir), ["python"], {"timeout_s": 2.0}, max_tool_calls=2, batch_size=8)
+    turns = script(sampler, install=False)
+    scripted = turns["turn"]
+    calls = [len(turns["calls"][row]) for row in sorted(CALLS)]
+    budgets = [len(turns["plain"]) + 1, min(calls) + 2, 1000]
+    out = tmp_path_factory.mktemp("tool_budgets")
+    import eval.evaluate as evaluate
+
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn", lambda self, *args: scripted(*args))
+        monkeypatch.setattr(evaluate, "make_tool_sampler", lambda *args, **kwargs: sampler)
+        evaluate.main(
+            ["--model", str(tiny_model_dir), "--dataset", str(problems_file), "--n", str(N), "--k", "1",
+             "--output-dir", str(out), "--temperature", "1.0", "--max-new-tokens", "250", "--tools", "python",
+             "--max-tool-calls", "2", "--budgets", *map(str, budgets)]
+        )  # fmt: skip
+    sampler.close()
+    return out, budgets, turns
+
+
+def test_a_budget_caps_the_models_tokens_and_not_the_tools(budget_run):
+    out, budgets, turns = budget_run
+    slug = next((out / f"budget_{budgets[0]}").iterdir()).name
+    tool_rows = 0
+    for budget in budgets:
+        folder = out / f"budget_{budget}" / slug
+        assert json.loads((folder / "protocol.json").read_text())["forcing"] == {"model_token_cap": budget}
+        for sample in map(json.loads, (folder / "samples.jsonl").read_text().splitlines()):
+            if sample["index"] in CALLS:  # a call, then the answer after its result: by hand, turn by turn
+                call = len(turns["calls"][sample["index"]])
+                if call > budget:  # the call itself cut: no call is made
+                    expected, calls = budget, 0
+                else:
+                    expected, calls = call + min(budget - call, len(turns["after_tool"])), 1
+                assert (sample["num_tokens"], sample["tool_calls"]) == (expected, calls), (budget, sample)
+                tool_rows += calls and sample["tool_tokens"] > 0
+            else:
+                assert sample["num_tokens"] == min(budget, len(turns["plain"]))
+    assert tool_rows > 0  # the tool ran, and its tokens were left out of the budget
+    curve = json.loads((out / "budget_curve" / f"{slug}.json").read_text())
+    assert sorted(curve, key=int) == [str(budget) for budget in sorted(budgets)]
+    assert all("mean_model_tokens" in point for point in curve.values())
+    assert curve[str(budgets[0])]["mean_model_tokens"] < curve["1000"]["mean_model_tokens"]

@@ -260,3 +260,40 @@ def test_a_batchs_calls_run_side_by_side_inside_trls_loop_and_the_phase_is_their
     assert logged["tools/calls_per_completion"] == pytest.approx(0.5) and logged["tools/failure_frac"] == 0.0
     assert all(not environment.prefetcher.prefetched for environment in trainer.environments)
 
+
+@pytest.mark.parametrize("short", [0, 1], ids=["fits", "one_token_short"])
+def test_a_vllm_server_too_short_for_a_turn_after_a_call_is_named_at_start(tiny_model_dir, caplog, short):
+    """recipes.stages.grpo.start.check_server_context: a turn after a call needs the longest prompt (as the tools'
+    template renders it) plus twice max_completion_length; a server with less is named at start, with the fix."""
+    import logging
+    from types import SimpleNamespace
+
+    from transformers import AutoTokenizer
+
+    from eval.tools import PythonEnvironment
+    from eval.tools.chat_template import with_tool_template
+    from recipes.stages.grpo.start import check_server_context
+
+    tokenizer = with_tool_template(AutoTokenizer.from_pretrained(tiny_model_dir))
+    tools = [PythonEnvironment().python]
+    prompts = [[{"role": "user", "content": "What is 6*7?"}], [{"role": "user", "content": "x " * 60}], "plain 1+1"]
+    messages = [[{"role": "user", "content": p}] if isinstance(p, str) else p for p in prompts]
+    rendered = [
+        tokenizer.apply_chat_template(m, tools=tools, add_generation_prompt=True, tokenize=False) for m in messages
+    ]
+    longest = max(len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in rendered)
+    assert longest > 60  # the long prompt, with the tool's schema in the template
+    needed = longest + 2 * 100
+    client = SimpleNamespace(get_server_info=lambda: {"model_config": {"max_model_len": needed - short}})
+    trainer = SimpleNamespace(
+        args=SimpleNamespace(use_vllm=True, vllm_mode="server"), max_completion_length=100,
+        vllm_generation=SimpleNamespace(vllm_client=client), processing_class=tokenizer,
+        train_dataset=[{"prompt": prompt} for prompt in prompts], tools=tools, environment_factories=None,
+        rollout_func=None,
+    )  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="recipes.stages.grpo.start"):
+        check_server_context(trainer)
+    warned = f"--max-model-len {needed} or more" in caplog.text
+    assert warned == bool(short) and (
+        not short or f"max_completion_length to {(needed - 1 - longest) // 2}" in caplog.text
+    )

@@ -23,7 +23,8 @@ Seeds: TRL's generation draws a batch from torch's one stream, so a problem's sa
 time, each batch seeded from (seed, problem key, first sample index): a problem's samples depend on the seed, the
 problem, n and batch_size, not on the other problems, the chunking or a resume. One process only (TRL gathers
 across processes at every batch), the transformers path only (not vLLM), and no budget forcing (it continues text
-outside TRL's loop): the callers refuse those in one line.
+outside TRL's loop): the callers refuse those in one line. A budget (`--budgets`) is a cap on the model's own tokens
+across its turns instead (`ModelTokenCap`, `ToolSampler.capped`).
 
 Why here and not in recipes: eval sits below recipes (docs/ARCHITECTURE.md) and cannot import
 recipes/common/trl_private.py, so the one private name of TRL this module calls is listed and reached in
@@ -33,6 +34,7 @@ private surface and a built GRPO trainer checks these too (tests/test_trl_privat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
@@ -51,8 +53,12 @@ PRIVATE = {
     "_generate_and_score_completions": "trl.GRPOTrainer: one batch through TRL's generation, tool loop included "
     "(eval/tools/trl_sampling.py samples with tools by it)",
 }
-# ... and the one it overrides (calling super()), as RLVRGRPOTrainer does (trl_private.OVERRIDDEN lists it there).
-OVERRIDDEN = {"_tool_call_loop": "trl.GRPOTrainer: each turn's parsed calls started side by side before TRL makes them"}
+# ... and those it overrides (calling super()); RLVRGRPOTrainer overrides the first too (trl_private.OVERRIDDEN).
+OVERRIDDEN = {
+    "_tool_call_loop": "trl.GRPOTrainer: each turn's parsed calls started side by side before TRL makes them",
+    "_generate_single_turn": "trl.GRPOTrainer: one turn's generation, each row's new tokens capped at what is left "
+    "of its model-token budget (eval.evaluate --tools --budgets)",
+}
 
 
 def missing(trainer) -> list[str]:
@@ -62,14 +68,90 @@ def missing(trainer) -> list[str]:
     return gone + [name for name in OVERRIDDEN if name not in vars(GRPOTrainer)]
 
 
-def sampling_trainer_class(calls: ToolCalls):
-    """trl.GRPOTrainer whose tool loop starts each turn's calls side by side (`calls.ahead_of`), TRL's otherwise."""
+class ModelTokenCap:
+    """A budget of the model's own tokens per completion, across the turns of TRL's tool loop: the tool results
+    between the turns do not count (`python -m eval.evaluate --tools ... --budgets B ...`).
+
+    TRL's loop caps a completion as a whole (`max_completion_length`, tool results included) and generates every turn
+    through `_generate_single_turn`, which the sampling trainer sends here while `cap` is set. A turn's prompt is the
+    row's prompt and its completion so far (TRL concatenates token ids, never re-tokenizes), so the model's tokens
+    before the turn are found by the longest earlier turn's output that the prompt starts with; each row's new tokens
+    are cut at what is left of `cap`, and a row with nothing left gets an empty turn, which ends it. There is no
+    forcing (s1's forced answer continues text outside TRL's loop): a completion cut by the budget ends there.
+    Our own: TRL has no per-row budget that leaves the tool's tokens out."""
+
+    def __init__(self) -> None:
+        self.cap: int | None = None
+        self._in_loop = False
+        self._ends: dict[int, dict[tuple, int]] = {}  # length -> {a turn's prompt + output: the model's tokens}
+
+    @contextlib.contextmanager
+    def in_loop(self):
+        """Around TRL's tool loop: a turn's prompt there extends an earlier turn of its row."""
+        self._in_loop = True
+        try:
+            yield
+        finally:
+            self._in_loop = False
+
+    def used(self, prompt_ids) -> int:
+        """The model's tokens in the completion so far of the row whose turn starts with `prompt_ids`."""
+        if not self._in_loop:
+            return 0  # a first turn
+        for length in sorted((length for length in self._ends if length <= len(prompt_ids)), reverse=True):
+            found = self._ends[length].get(tuple(prompt_ids[:length]))
+            if found is not None:
+                return found
+        return self.cap  # not found: TRL cut the row's last turn to its length limit, so no turn is left
+
+    def turn(self, generate, trainer, prompt_ids, images, multimodal_fields, num_generations, has_tool_images):
+        """One turn of TRL's generation (`generate`, the trainer's own) with each row's new tokens capped."""
+        if not self._in_loop:
+            self._ends.clear()  # a new batch
+        used = [self.used(list(ids)) for ids in prompt_ids]
+        left = [max(0, self.cap - count) for count in used]
+        config, kwargs = trainer.generation_config, trainer.generation_kwargs
+        before = config.max_new_tokens, kwargs.get("max_new_tokens")
+        most = max(left, default=0)
+        if most == 0:
+            ids, logprobs = [[] for _ in prompt_ids for _ in range(num_generations)], None
+        else:
+            config.max_new_tokens = kwargs["max_new_tokens"] = min(most, before[0] or most)
+            try:
+                ids, logprobs = generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
+            finally:
+                config.max_new_tokens, kwargs["max_new_tokens"] = before
+        per_prompt = max(1, len(ids) // max(1, len(prompt_ids)))
+        ids = [list(row) for row in ids]
+        for index, row in enumerate(ids):
+            source = index // per_prompt
+            ids[index] = row[: left[source]]
+            if logprobs is not None:
+                logprobs[index] = list(logprobs[index])[: left[source]]
+            end = tuple(prompt_ids[source]) + tuple(ids[index])
+            self._ends.setdefault(len(end), {})[end] = used[source] + len(ids[index])
+        return ids, logprobs
+
+
+def sampling_trainer_class(calls: ToolCalls, caps: ModelTokenCap | None = None):
+    """trl.GRPOTrainer whose tool loop starts each turn's calls side by side (`calls.ahead_of`) and whose turns keep
+    to `caps`' model-token budget when one is set; TRL's otherwise."""
     from trl import GRPOTrainer
+
+    caps = caps or ModelTokenCap()
 
     class ToolSamplingTrainer(GRPOTrainer):
         def _tool_call_loop(self, prompts, prompt_ids, completion_ids, completions, *rest):
-            with calls.ahead_of(completions, self.environments):
+            with calls.ahead_of(completions, self.environments), caps.in_loop():
                 return super()._tool_call_loop(prompts, prompt_ids, completion_ids, completions, *rest)
+
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+            if caps.cap is None:
+                return super()._generate_single_turn(
+                    prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+                )
+            parent = super()._generate_single_turn
+            return caps.turn(parent, self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     return ToolSamplingTrainer
 
@@ -131,6 +213,7 @@ class ToolSampler(SamplerBase):
         self.chat_template, self.use_chat_template, self.chat_template_kwargs = None, True, chat_template_kwargs
         self.tool_kwargs = trainer_tools(self.tool_names, **self.tool_options)  # a wrong name: ValueError now
         self.calls = ToolCalls()  # every call counted, for a run's totals (eval.tools.stats)
+        self.caps = ModelTokenCap()  # the model-token budget while `capped(...)` samples
         self._trainers: dict[tuple, object] = {}
         self._folder = tempfile.mkdtemp(prefix="tool-sampler-")  # the trainer's output_dir: nothing is saved there
         self._seen = None
@@ -158,7 +241,7 @@ class ToolSampler(SamplerBase):
         )  # fmt: skip
         with warnings.catch_warnings():  # TRL's note that environment_factory is experimental: known, and pinned
             warnings.filterwarnings("ignore", message=".*'environment_factory'.*experimental", category=UserWarning)
-            trainer = sampling_trainer_class(self.calls)(
+            trainer = sampling_trainer_class(self.calls, self.caps)(
                 model=self.model, reward_funcs=[self._record], args=args, processing_class=self.tokenizer,
                 train_dataset=Dataset.from_list([{"prompt": [{"role": "user", "content": "x"}]}]),
                 **self.calls.instrument(**self.tool_kwargs),
@@ -202,6 +285,10 @@ class ToolSampler(SamplerBase):
             generated.append(samples * params.n if count == 1 else samples)
         return generated
 
+    def capped(self, budget: int) -> CappedToolSampler:
+        """This sampler with each completion's model tokens capped at `budget` (ModelTokenCap)."""
+        return CappedToolSampler(self, budget)
+
     def _batch(self, trainer, prompt: list[dict], size: int) -> list[Sample]:
         trainer.model.eval()
         self._seen = None
@@ -236,6 +323,24 @@ class ToolSampler(SamplerBase):
         self.model = None
         shutil.rmtree(self._folder, ignore_errors=True)
         super().close()
+
+
+class CappedToolSampler:
+    """A ToolSampler whose completions each hold at most `budget` of the model's tokens (tool results not counted):
+    `generate` as the sampler's, the cap set around it."""
+
+    def __init__(self, sampler: ToolSampler, budget: int):
+        if budget < 1:
+            raise ValueError(f"a model-token budget must be >= 1 token, got {budget}")
+        self.sampler, self.budget = sampler, int(budget)
+        self.tokenizer, self.backend = sampler.tokenizer, sampler.backend
+
+    def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
+        self.sampler.caps.cap = self.budget
+        try:
+            return self.sampler.generate(prompts, params, keys)
+        finally:
+            self.sampler.caps.cap = None
 
 
 def _plain(messages) -> list[dict]:
@@ -282,14 +387,15 @@ def check_tool_flags(parser, args) -> None:
     if not args.tools:
         return
     refused = [
-        (args.budgets, "--budgets"), (args.min_thinking_tokens, "--min-thinking-tokens"),
-        (args.no_chat_template, "--no-chat-template"), (args.backend == "vllm", "--backend vllm"),
+        (args.min_thinking_tokens, "--min-thinking-tokens"), (args.no_chat_template, "--no-chat-template"),
+        (args.backend == "vllm", "--backend vllm"),
     ]  # fmt: skip
     for given, flag in refused:
         if given:
             parser.error(
                 f"--tools does not run with {flag}: tools need chat prompts and TRL's transformers generation, and "
-                "budget forcing continues text outside TRL's tool loop"
+                "budget forcing continues text outside TRL's tool loop (--budgets with --tools caps the model's "
+                "tokens instead)"
             )
     if args.max_tool_calls < 0:
         parser.error(f"--max-tool-calls must be >= 0, got {args.max_tool_calls}")

@@ -59,12 +59,18 @@ def compact_generation_applies(
     )
 
 
+def max_new_tokens(trainer) -> int:
+    """TRL's max_completion_length, named as this repository names it (here, once): the new tokens of a completion,
+    and of each turn of TRL's tool loop."""
+    return trainer.max_completion_length
+
+
 def sampling_limits(trainer) -> dict:
     """Where a GRPO trainer's completion stops, as eval.decoding.sample_tokens takes it: TRL's max_completion_length
-    mapped to max_new_tokens (here, once), the stop tokens and the padding; for the trainer's sampling and the
+    mapped to max_new_tokens (`max_new_tokens`), the stop tokens and the padding; for the trainer's sampling and the
     rollout worker's alike."""
     return {
-        "max_new_tokens": trainer.max_completion_length,
+        "max_new_tokens": max_new_tokens(trainer),
         "stop_ids": set(trainer.eos_token_ids),
         "pad_id": trl_private.pad_token_id(trainer),
     }

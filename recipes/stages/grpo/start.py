@@ -15,6 +15,7 @@ import os
 import torch
 
 from recipes.common import trl_private
+from recipes.stages.grpo import compact_generation
 from recipes.stages.grpo.async_rollouts import (
     AsyncRolloutCallback,
     AsyncRollouts,
@@ -82,6 +83,7 @@ def check_trainer(trainer) -> None:
         raise ValueError(
             f"variance_rewards names {unknown}, which are not among the rewards {trainer.reward_func_names}"
         )
+    check_server_context(trainer)
     if trainer.args.dynamic_sampling:
         local = trainer.args.per_device_train_batch_size * trainer.args.steps_per_generation
         if local % trainer.num_generations:
@@ -89,6 +91,48 @@ def check_trainer(trainer) -> None:
                 f"dynamic sampling filters whole groups per process: per_device_train_batch_size x "
                 f"steps_per_generation ({local}) must be a multiple of num_generations ({trainer.num_generations})"
             )
+
+
+def check_server_context(trainer, rows: int = 512) -> None:
+    """With tools on a vLLM server: does the server's context hold a turn after a tool call? TRL asks for
+    `max_completion_length` new tokens on every turn, after the prompt and the completion so far, so a server
+    needs the longest prompt plus twice `max_completion_length`; a shorter one refuses the turn after the first call,
+    mid-training, at the first turn that comes close. Checked here, at start, on the longest of the first `rows`
+    prompts (as the tools' template renders them): a warning that says what to change (a warning, since a run whose
+    turns stay short never meets the limit)."""
+    args = trainer.args
+    if not (_has_tools(trainer) and args.use_vllm and args.vllm_mode == "server"):
+        return
+    client = getattr(getattr(trainer, "vllm_generation", None), "vllm_client", None)
+    if client is None:  # only the main process holds the client
+        return
+    try:
+        max_model_len = int(client.get_server_info()["model_config"]["max_model_len"])
+    except Exception as error:  # noqa: BLE001 - an older server without /server_info: the check is skipped
+        logger.warning("could not read the vLLM server's max_model_len (%s); not checked against tool turns", error)
+        return
+    tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+    dataset = trainer.train_dataset
+    longest = 0
+    for index in range(min(rows, len(dataset))):
+        prompt = dataset[index]["prompt"]
+        if isinstance(prompt, str):
+            prompt = [{"role": "user", "content": prompt}]
+        text = tokenizer.apply_chat_template(prompt, tools=trainer.tools or None, add_generation_prompt=True,
+                                             tokenize=False)  # fmt: skip
+        longest = max(longest, len(tokenizer(text, add_special_tokens=False)["input_ids"]))
+    new_tokens = compact_generation.max_new_tokens(trainer)
+    needed = longest + 2 * new_tokens
+    if needed > max_model_len:
+        fits = max_model_len - longest
+        logger.warning(
+            "the vLLM server's --max-model-len is %d, but a turn after a tool call may need up to %d tokens: the "
+            "longest prompt (%d) plus twice max_completion_length (%d; TRL asks that many new tokens on every turn), "
+            "and the server refuses a turn past its context, which stops the run. Restart the server with "
+            "--max-model-len %d or more%s",
+            max_model_len, needed, longest, new_tokens, needed,
+            f", or set max_completion_length to {fits // 2} or less" if fits >= 2 else "",
+        )  # fmt: skip
 
 
 def _has_tools(trainer) -> bool:
