@@ -166,7 +166,7 @@ def parse_tool_options(value) -> dict:
     as GRPO's `tool_options`. ValueError naming the problem."""
     import yaml
 
-    from basics.option_values import yaml_numbers
+    from basics.option_values import mapping_option, yaml_numbers
 
     if value is None or isinstance(value, dict):
         return dict(value or {})
@@ -174,13 +174,7 @@ def parse_tool_options(value) -> dict:
     if not text:
         return {}
     if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except ValueError as error:
-            raise ValueError(f"--tool-options is not valid JSON ({error}): {text!r}") from None
-        if not isinstance(parsed, dict):
-            raise ValueError(f"--tool-options must be a mapping, got {text!r}")
-        return parsed
+        return mapping_option(text, "--tool-options")
     options = {}
     for pair in text.replace(",", " ").split():
         key, equals, raw = pair.partition("=")
