@@ -47,6 +47,17 @@ def test_folders_in_step_order_and_the_complete_ones_newest_first(tmp_path):
     assert newest_checkpoint(tmp_path / "absent") == (None, None)
 
 
+def test_a_checkpoint_whose_state_file_is_cut_short_is_not_complete(tmp_path):
+    """A Ctrl-C while the Trainer wrote trainer_state.json (last) left it empty: the checkpoint is the one cut short,
+    and the one before it is the last to resume from, as for a missing state file."""
+    eight = make(tmp_path, "checkpoint-8")
+    for partial in ("", '{"global_step": 1'):
+        cut = tmp_path / "checkpoint-9"
+        cut.mkdir(exist_ok=True)
+        (cut / TRAINER_STATE).write_text(partial)
+        assert complete_checkpoints(tmp_path) == [eight] and newest_checkpoint(tmp_path) == (eight, cut)
+
+
 def test_a_stages_checkpoints_below_the_run_are_found_by_time(tmp_path):
     import os
 

@@ -45,6 +45,20 @@ def test_whole_checkpoints_have_no_damage_and_each_cut_is_named(tmp_path):
     other = _checkpoint(tmp_path, 4)
     _cut(other / "optimizer.pt", -30)
     assert damage(other).startswith("optimizer.pt cannot be read")
+    state = _checkpoint(tmp_path, 6)
+    _cut(state / "trainer_state.json", 7)  # a Ctrl-C while the Trainer wrote it (last)
+    assert damage(state) == "trainer_state.json is cut short (7 bytes that are not JSON)"
+
+
+def test_an_explicit_checkpoint_whose_state_is_cut_short_is_one_line_naming_the_one_that_loads(
+    tmp_path, capsys, monkeypatch
+):
+    _checkpoint(tmp_path, 2)
+    cut = _checkpoint(tmp_path, 4)
+    (cut / "trainer_state.json").write_text("")
+    argv = ["--output_dir", str(tmp_path), "--resume_from_checkpoint", str(cut), "--max_steps", "8"]
+    line = cli_error(capsys, monkeypatch, grpo, argv)
+    assert "trainer_state.json" in line and f"resume from {tmp_path / 'checkpoint-2'}" in line, line
 
 
 def test_resume_true_skips_a_damaged_checkpoint_and_says_so(tmp_path, caplog):

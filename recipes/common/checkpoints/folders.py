@@ -29,8 +29,13 @@ def checkpoint_step(path: str | Path) -> int | None:
 
 
 def is_complete(checkpoint: str | Path) -> bool:
-    """The Trainer writes trainer_state.json last: a checkpoint without it was cut short while being written."""
-    return (Path(checkpoint) / TRAINER_STATE).is_file()
+    """The Trainer writes trainer_state.json last: a checkpoint without it, or whose copy is cut short (a Ctrl-C in
+    the middle of writing it left it empty, and the resume then failed in json), was cut short while being written."""
+    try:
+        json.loads((Path(checkpoint) / TRAINER_STATE).read_text())
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def checkpoint_folders(output_dir: str | Path) -> list[Path]:
@@ -83,7 +88,10 @@ def last_complete_checkpoint(output_dir: str | Path, warn: bool = True) -> str |
     """
     newest, cut_short = newest_checkpoint(output_dir, depth=1)
     if cut_short is not None and warn:
-        logger.warning("%s was cut short while being written (no %s): not resumed from", cut_short, TRAINER_STATE)
+        logger.warning(
+            "%s was cut short while being written (its %s is missing or cut short): not resumed from",
+            cut_short, TRAINER_STATE,
+        )  # fmt: skip
     if newest is None:
         return None
     for checkpoint in complete_checkpoints(output_dir, up_to=newest):  # newest first
@@ -100,8 +108,8 @@ def damage(checkpoint: str | Path) -> str | None:
 
     Why: a `model.safetensors` cut short made the resume end in a safetensors traceback that named neither the
     file nor a checkpoint that would load. Read here: each safetensors file's header and the length its
-    tensors need (no tensor is loaded), and the zip directory at the end of each torch file (optimizer.pt,
-    rng states, pytorch_model.bin), which a file cut short has lost."""
+    tensors need (no tensor is loaded), the zip directory at the end of each torch file (optimizer.pt,
+    rng states, pytorch_model.bin), which a file cut short has lost, and trainer_state.json as JSON."""
     import zipfile
 
     folder = Path(checkpoint)
@@ -133,6 +141,9 @@ def damage(checkpoint: str | Path) -> str | None:
             zipfile.ZipFile(path).close()
         except (zipfile.BadZipFile, OSError) as error:
             return f"{path.name} cannot be read ({error}): it was cut short"
+    state = folder / TRAINER_STATE
+    if state.is_file() and not is_complete(folder):
+        return f"{TRAINER_STATE} is cut short ({state.stat().st_size} bytes that are not JSON)"
     return None
 
 

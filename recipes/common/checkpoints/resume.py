@@ -15,7 +15,12 @@ import logging
 from pathlib import Path
 
 from recipes.common import trl_private
-from recipes.common.checkpoints.folders import TRAINER_STATE, complete_checkpoint_at_or_before, last_complete_checkpoint
+from recipes.common.checkpoints.folders import (
+    TRAINER_STATE,
+    complete_checkpoint_at_or_before,
+    is_complete,
+    last_complete_checkpoint,
+)
 from recipes.common.checkpoints.interrupt import note_tied_weights_on_resume
 
 logger = logging.getLogger(__name__)
@@ -59,7 +64,7 @@ def finished_run(training_args, output_dir: str | Path | None = None, resume: st
     output_dir = training_args.output_dir if output_dir is None else output_dir
     newest = resume.lower() in ("true", "last")
     checkpoint = last_complete_checkpoint(output_dir, warn=False) if newest else resume
-    if checkpoint is not None and (Path(checkpoint) / TRAINER_STATE).is_file():
+    if checkpoint is not None and is_complete(checkpoint):
         state = json.loads((Path(checkpoint) / TRAINER_STATE).read_text())
         where = f"{Path(checkpoint).name} is at step"
     elif newest and (state := _state_in_run_card(output_dir)):  # a run that saved no checkpoint (save_strategy no)
