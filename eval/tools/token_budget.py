@@ -5,12 +5,8 @@ and `CappedToolSampler`, a ToolSampler with the cap set while it samples."""
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
 
 from eval.sampling import Sample, SamplingParams
-
-if TYPE_CHECKING:
-    from eval.tools.trl_sampling import ToolSampler
 
 
 class ModelTokenCap:
@@ -79,10 +75,10 @@ class ModelTokenCap:
 
 
 class CappedToolSampler:
-    """A ToolSampler whose completions each hold at most `budget` of the model's tokens (tool results not counted):
-    `generate` as the sampler's, the cap set around it."""
+    """A ToolSampler (eval/tools/trl_sampling.py, which imports this module) whose completions each hold at most
+    `budget` of the model's tokens (tool results not counted): `generate` as the sampler's, the cap set around it."""
 
-    def __init__(self, sampler: ToolSampler, budget: int):
+    def __init__(self, sampler, budget: int):
         if budget < 1:
             raise ValueError(f"a model-token budget must be >= 1 token, got {budget}")
         self.sampler, self.budget = sampler, int(budget)
