@@ -193,7 +193,7 @@ def script_tool_turns(trainer, tokenizer, calls=STEP_CALLS, callers=lambda row: 
     trainer._generate_single_turn = turn
 
 
-def build_step_trainer(output_dir: str, use_vllm: bool = False, **options):
+def build_step_trainer(output_dir: str, use_vllm: bool = False, tool_options: dict | None = None, **options):
     """RLVRGRPOTrainer on the tiny cold-start model with `tools: [python]`, its policy scripted to call the tool."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
@@ -222,7 +222,7 @@ def build_step_trainer(output_dir: str, use_vllm: bool = False, **options):
         model=AutoModelForCausalLM.from_pretrained(SHIPPED_COLD_START), reward_funcs=[reward],
         args=RLVRGRPOConfig(output_dir=output_dir, **settings),
         train_dataset=Dataset.from_list(generate_rows([1, 2], 64, seed=0)), processing_class=tokenizer,
-        **trainer_tools(["python"], timeout_s=2.0),
+        **trainer_tools(["python"], **{"timeout_s": 2.0, **(tool_options or {})}),
     )  # fmt: skip
     script_tool_turns(trainer, tokenizer)
     return trainer, tokenizer
@@ -284,6 +284,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls-only", action="store_true", help="part 1 only")
     parser.add_argument("--step-only", action="store_true", help="part 2 only")
     parser.add_argument("--use-vllm", action="store_true", help="part 2 on vLLM colocated (the .venv-vllm Python)")
+    parser.add_argument(
+        "--tool-options", default=None, help="part 2: the python tool's options, key=value (live=false: replay)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args(argv)
     figures = {}
@@ -291,7 +294,10 @@ def main(argv: list[str] | None = None) -> None:
         figures["calls"] = call_figures(args.repeats)
         print_calls(figures["calls"])
     if not args.calls_only:
-        figures["step"] = step_figures(args.steps, use_vllm=args.use_vllm)
+        from eval.tools.trl_sampling import parse_tool_options
+
+        tool_options = parse_tool_options(args.tool_options)
+        figures["step"] = step_figures(args.steps, use_vllm=args.use_vllm, tool_options=tool_options)
         print_step(figures["step"])
     if args.json:
         args.json.write_text(json.dumps(figures))
