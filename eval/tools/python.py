@@ -201,11 +201,7 @@ class PythonSession(CallsAhead):
             ceiling += WALL_FACTOR * replay_s
         result = program.exchange(request.encode(), end.encode(), cpu_s, ceiling)
         if result.status == "ok" and end in result.stderr:  # the end line is the session's, not the cell's
-            stderr = result.stderr[: result.stderr.index(end)]
-            result = dataclasses.replace(result, stderr=stderr)
-            if stderr.endswith(f"\n{replay.MARK} error\n") and "MemoryError" in stderr[-2000:]:
-                # as a run's status says it (rewards.code.sandbox.process.classify): the memory limit
-                result = dataclasses.replace(result, status="memory", reason="memory limit")
+            result = dataclasses.replace(result, stderr=result.stderr[: result.stderr.index(end)])
         if not program.alive:
             self._live, self._live_state = None, None  # closed by the exchange (its budget, or the program ended)
         return result, ceiling, restored

@@ -14,8 +14,9 @@ interpreter outlives a call. Running the kept cells again before the new one reb
 files they wrote in the run's private /tmp, with nothing kept on the host between calls.
 
 A live session (eval/tools/python.py's default, on rewards/code/sandbox/live.py) runs the same program once for many
-calls: its first request carries a `token`, and after each cell the program writes `MARK end TOKEN` and reads the
-next request, one line on stdin (`encode_request`: the new cell and its token), into the same namespace.
+calls: its first request carries a `token`, and after each cell that succeeded the program writes `MARK end TOKEN`
+and reads the next request, one line on stdin (`encode_request`: the new cell and its token), into the same
+namespace. After a cell that raised it exits, as a one-call run does, so that its end is judged the same way.
 
 What it writes to stderr after the cells' own stderr, one line each, for the caller to read:
 `MARK replayed N` once kept cell N has run again; `MARK replay-failed N` and then the last line of its traceback
@@ -87,6 +88,7 @@ def _flush() -> None:
 
 def _serve_cell(source: str, namespace: dict) -> bool:
     """Run the new cell with the program's own stdout and stderr, then write its mark; whether it succeeded."""
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     start = time.process_time()
     error = _run_cell(source, "<cell>", namespace)
     cpu_s = time.process_time() - start
@@ -128,13 +130,13 @@ def main() -> None:
     os.dup2(real_out, 1)
     os.dup2(real_err, 2)
     sys.stdout.reconfigure(line_buffering=True)  # what was printed before a kill still comes back
-    if "token" not in spec:  # one call: the program ends with it
+    while True:
         ok = _serve_cell(spec["cell"], namespace)
-        os._exit(0 if ok else 1)  # threads a cell left running do not hold the call to the wall-clock ceiling
-    while True:  # a live session: each answer ends with `end TOKEN`, then the next request is read
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
-        _serve_cell(spec["cell"], namespace)
-        _report(2, f"end {spec['token']}")
+        if not ok or "token" not in spec:
+            # One call, or a cell that raised (a live session is not kept past a failed call): the program ends
+            # here, and its exit is judged as any run's. Threads a cell left running do not hold the call.
+            os._exit(0 if ok else 1)
+        _report(2, f"end {spec['token']}")  # a live session: the answer ends here; then the next request
         line = requests.readline()
         if not line:
             os._exit(0)

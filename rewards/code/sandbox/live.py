@@ -39,7 +39,7 @@ import weakref
 
 from rewards.code.sandbox import cgroup as sandbox_cgroup
 from rewards.code.sandbox import seccomp as sandbox_seccomp
-from rewards.code.sandbox.process import STOP_GRACE_S, end_launcher, run_slot, start_launcher
+from rewards.code.sandbox.process import STOP_GRACE_S, classify, end_launcher, read_events, run_slot, start_launcher
 from rewards.code.sandbox.results import RunResult
 from rewards.code.sandbox.run import _remove_tree, _requested_mode, launcher_config, namespaces_problem
 from rewards.code.sandbox.settings import run_limits, with_defaults
@@ -76,7 +76,7 @@ class LiveProgram:
             if self.group is not None:
                 self.group.remove()
             raise LiveUnavailable("no cgroup counts a program's CPU time here")
-        limits = run_limits(session_cpu_s, None, memory_mb, options["max_processes"], self.group, options)
+        self.limits = limits = run_limits(session_cpu_s, None, memory_mb, options["max_processes"], self.group, options)
         self.host_dir = tempfile.mkdtemp(prefix="rlvr-sandbox-")
         python = options["python"] or sys.executable
         config = launcher_config(
@@ -126,8 +126,7 @@ class LiveProgram:
         selector = selectors.DefaultSelector()
         for fd in (out_fd, err_fd, self._status):
             selector.register(fd, selectors.EVENT_READ)
-        writing = bool(pending)
-        if writing:
+        if pending:
             selector.register(self._stdin, selectors.EVENT_WRITE)
         start, cpu_start = time.monotonic(), self.group.cpu_seconds() or 0.0
         status, reason, overflow = "", "", False
@@ -191,23 +190,15 @@ class LiveProgram:
         )  # fmt: skip
 
     def _ended(self, stderr: bytes) -> tuple[str, str]:
-        """Why a program ended by itself: the memory limit (the kernel's OOM killer), its CPU rlimit, or else."""
-        from rewards.code.sandbox.process import _read_events
-
-        events, _ = _read_events(self._events)
+        """Why a program ended by itself, judged as a run's end is (process.classify: its exit, the OOM killer, its
+        CPU rlimit, a memory error on stderr)."""
+        events, _ = read_events(self._events)
         if "setup_error" in events or "seccomp_error" in events or "isolated" not in events:
             message = (events.get("setup_error") or events.get("seccomp_error") or {}).get("message")
             raise LiveUnavailable(f"the sandbox could not start a program: {message or stderr[-300:]!r}")
-        returncode = events.get("exit", {}).get("returncode")
-        if self._oom:
-            return "memory", "memory limit of the run (the kernel's OOM killer)"
-        if returncode in (-signal.SIGXCPU, -signal.SIGKILL):
-            return "timeout", "the program's CPU time for its whole life ran out"
-        if b"MemoryError" in stderr[-2000:]:
-            return "memory", "memory limit"
-        if returncode == 0:  # it exited by itself (a cell's os._exit(0)), as a run that ends well says it
-            return "ok", ""
-        return "error", f"exit code {returncode}"
+        outcome = {"events": events, "stderr": stderr, "cpu_out": False, "timed_out": False, "overflow": False,
+                   "oom": self._oom, "oom_counted": self.group.limits_memory}  # fmt: skip
+        return classify(outcome, self.limits)
 
     def _result(self, status, stdout, stderr, reason, wall_s, overflow, cpu_s=None) -> RunResult:
         return RunResult(

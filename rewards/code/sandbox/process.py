@@ -52,7 +52,7 @@ def _wait_exited(pid: int, timeout_s: float) -> bool:
         time.sleep(0.005)
 
 
-def _read_events(data: bytes) -> tuple[dict[str, dict], dict[int, tuple[bool, str]]]:
+def read_events(data: bytes) -> tuple[dict[str, dict], dict[int, tuple[bool, str]]]:
     """The launcher's events, one Python literal per line: by name, and the judge's cases by index."""
     events: dict[str, dict] = {}
     cases: dict[int, tuple[bool, str]] = {}
@@ -207,7 +207,7 @@ def _launch(config: dict, stdin_file, limits: dict, group, cwd: str) -> dict:
         process.stdout.close()
         process.stderr.close()
         os.close(status_read)
-    events, cases = _read_events(streams[status_read])
+    events, cases = read_events(streams[status_read])
     return {
         "stdout": bytes(streams[out_fd][:max_output]),
         "stderr": bytes(streams[err_fd][:max_output]),
@@ -236,7 +236,7 @@ def end_launcher(process: subprocess.Popen, group, status_read: int, events: byt
             os.killpg(process.pid, signal.SIGKILL)
             _wait_exited(process.pid, 5.0)
     groups = [process.pid]  # safe: the launcher is not reaped yet, so its group id is ours
-    parsed, _ = _read_events(events)
+    parsed, _ = read_events(events)
     if "started" in parsed and "exit" not in parsed:
         # The fallback launcher died before its program (the program, running as this user, killed it):
         # the program's own group is still in use by it, so its id cannot have been reused.
