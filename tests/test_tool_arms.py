@@ -72,8 +72,12 @@ def test_the_plan_waits_for_tool_dapo_and_the_dry_run_counts_minutes(tmp_path, c
     assert "22 jobs to do" in capsys.readouterr().out
     (tmp_path / "tool_cold").mkdir()
     (tmp_path / "tool_cold" / "run_card.json").write_text("{}")  # finished: skipped, nothing waits for it
+    order = [job.name for job in tool_arms.jobs(args, tmp_path / "base")]
     jobs = {job.name: job for job in tool_arms.jobs(args, tmp_path / "base")}
     assert "tool_cold" not in jobs and jobs["tool_rft_s0"].after == ["tool_dapo_s0"]
+    # a rerun: the trained run's evaluations start first, then the trainings, then the evaluations that wait
+    assert order[:2] == ["eval_tool_cold", "eval_tool_cold_withheld"] and order[2] == "text_cold"
+    assert order.index("eval_text_cold") > order.index("tool_rft_s1")
 
 
 def test_the_sized_arms_take_tool_dapos_figures(tmp_path, monkeypatch):

@@ -256,9 +256,10 @@ def trainings(args: argparse.Namespace) -> dict[str, list[str]]:
 
 
 def jobs(args: argparse.Namespace, base: Path) -> list[Job]:
-    """The jobs still to do: trainings first (so that the long chains start early), then the evaluations, each
-    started as soon as its run is trained and a core is free. A job's flags are built when it starts, so that the
-    arms sized on tool_dapo read its finished run."""
+    """The jobs still to do: the evaluations of runs already trained (a rerun after a cut-off session: each takes
+    minutes, so its figures are in the report before the long runs go on), then the trainings (so that the long
+    chains start early), then the other evaluations, each started as soon as its run is trained and a core is free.
+    A job's flags are built when it starts, so that the arms sized on tool_dapo read its finished run."""
     out, todo = args.output_dir, []
     done = {name for name in trainings(args) if finished(run_dir(args, name), "run_card.json", False)}
     for name, after in trainings(args).items():
@@ -300,7 +301,8 @@ def jobs(args: argparse.Namespace, base: Path) -> list[Job]:
         todo.append(
             Job(f"eval_{name}", 1, [] if trained in done else [trained], *timed(args, f"eval_{name}", evaluate, mark))
         )
-    return todo
+    ready = [job for job in todo if job.name.startswith("eval_") and not job.after]
+    return ready + [job for job in todo if job not in ready]
 
 
 def timed(args: argparse.Namespace, name: str, start, done=None):
