@@ -52,6 +52,12 @@ def test_curves_cost_and_mean_by_hand(tmp_path):
     assert mean["entropy"] == {1: 0.5, 2: 0.6}
     spent = report.cost({"tool_cold": 30.0, "eval_tool_cold": 12.0, "this run": 99.0}, {"tool_cold": 2})
     assert spent["minutes"] == 42.0 and spent["core_minutes"] == 72.0
+    # a run's steps' own times, the last record of a resumed step: 10 + 30 + 20 s
+    timed = [{"step": 1, "timing_s/step": 10.0}, {"step": 2, "timing_s/step": 50.0}, {"step": 2, "timing_s/step": 30.0},
+             {"step": 3, "timing_s/step": 20.0}, {"train_runtime": 99.0}]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timed))
+    assert report.steps_minutes(tmp_path / "metrics.jsonl") == pytest.approx(1.0)
+    assert report.steps_minutes(tmp_path / "absent.jsonl") == 0.0
 
 
 def test_the_plan_waits_for_tool_dapo_and_the_dry_run_counts_minutes(tmp_path, capsys):

@@ -88,6 +88,20 @@ def mean_curves(per_seed: dict[int, dict[str, dict[int, float]]]) -> dict[str, d
     return {key: {step: sum(v) / len(v) for step, v in sorted(steps.items())} for key, steps in merged.items()}
 
 
+def steps_minutes(metrics_file: Path) -> float:
+    """A training run's minutes as its steps timed them (`timing_s/step`, the last record of each step): what the
+    run costs uninterrupted. timings.json times a job from its last start, so a run resumed after a cut-off session
+    counts only its last part there."""
+    if not metrics_file.is_file():
+        return 0.0
+    steps = {}
+    for line in metrics_file.read_text().splitlines():
+        record = json.loads(line) if line.strip() else {}
+        if "timing_s/step" in record and "step" in record:
+            steps[record["step"]] = record["timing_s/step"]
+    return sum(steps.values()) / 60
+
+
 def cost(minutes: dict[str, float], cores: dict[str, int] | None = None) -> dict:
     """Each job's minutes (the bench's timings.json), its core-minutes (minutes x the cores it held: one each here)
     and their sums."""
@@ -145,7 +159,12 @@ def write_report(
     for name, folder in runs.items():
         if (folder / "budget.json").is_file():  # what a sized arm was given (tool_arms.py writes it)
             results["budgets"][name] = json.loads((folder / "budget.json").read_text())
-    results["cost"] = cost(minutes)
+    minutes, resumed = dict(minutes), []
+    for name, folder in runs.items():  # a resumed run: its steps' own times, not its last attempt's minutes
+        if name in minutes and (stepped := steps_minutes(folder / "metrics.jsonl")) > minutes[name]:
+            minutes[name] = stepped
+            resumed.append(name)
+    results["cost"] = {**cost(minutes), "resumed": resumed}
     lines = render(results, labels)
     missing = [name for name in folders if name not in summaries]
     if missing:
@@ -231,7 +250,9 @@ def render(results: dict, labels: dict[str, str]) -> list[str]:
     cost_ = results["cost"]
     if cost_["jobs"]:
         lines += ["Cost (minutes per job, one core each, timings.json):", "", "| job | minutes |", "|---|---:|"]
-        lines += [f"| {name} | {job['minutes']:.1f} |" for name, job in sorted(cost_["jobs"].items())]
+        for name, job in sorted(cost_["jobs"].items()):
+            note = " (resumed: the sum of its steps' times)" if name in cost_["resumed"] else ""
+            lines.append(f"| {name}{note} | {job['minutes']:.1f} |")
         lines += ["", f"In all {cost_['core_minutes']:.0f} core-minutes: about {cost_['core_minutes'] / 2:.0f} min "
                   "on 2 cores kept busy."]  # fmt: skip
     return lines
