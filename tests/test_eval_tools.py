@@ -103,6 +103,24 @@ def tool_run(tool_sampler, tiny_model_dir, problems_file, tmp_path_factory):
     return samples, summary, protocol, turns
 
 
+def test_the_progress_bar_hears_each_batch_as_it_ends(tool_sampler):
+    """eval.evaluate's bar listens on SEQUENCES_DONE: with tools it moves a batch at a time (before, it sat at 0
+    until a whole chunk of 64 problems was sampled)."""
+    from eval.decoding import SEQUENCES_DONE
+    from eval.sampling import SamplingParams
+
+    sampler, _ = tool_sampler
+    heard = []
+    listening = SEQUENCES_DONE.set(heard.append)
+    try:
+        prompts = [[{"role": "user", "content": q}] for q, _ in PROBLEMS]
+        params = SamplingParams(n=N, temperature=1.0, top_p=1.0, max_new_tokens=50, seed=0)
+        generated = sampler.generate(prompts, params)
+    finally:
+        SEQUENCES_DONE.reset(listening)
+    assert heard == [N] * len(PROBLEMS) and [len(samples) for samples in generated] == heard
+
+
 def test_each_record_keeps_the_conversation_and_its_counts(tool_run):
     samples, _, protocol, _ = tool_run
     assert protocol["tools"] == {"names": ["python"], "options": {"timeout_s": 2}, "max_tool_calls": 2}

@@ -200,6 +200,9 @@ class ToolSampler(SamplerBase):
     def generate(self, prompts: list, params: SamplingParams, keys: list[str] | None = None) -> list[list[Sample]]:
         from transformers import set_seed
 
+        from eval.decoding import SEQUENCES_DONE  # eval.evaluate's progress bar: it moves a batch at a time
+
+        heard = SEQUENCES_DONE.get()
         keys = keys or [prompt_key(prompt) for prompt in prompts]
         trainer = self.trainer_for(params)
         count = 1 if params.temperature == 0 else params.n
@@ -210,7 +213,10 @@ class ToolSampler(SamplerBase):
             samples = []
             for start in range(0, count, self.batch_size):
                 set_seed(sample_seed(params.seed, key, start) % 2**32)
-                samples += self._batch(trainer, prompt, min(self.batch_size, count - start))
+                batch = self._batch(trainer, prompt, min(self.batch_size, count - start))
+                samples += batch
+                if heard is not None:
+                    heard(len(batch))
             generated.append(samples * params.n if count == 1 else samples)
         return generated
 
