@@ -17,10 +17,12 @@ N = 4
 PROBLEMS = [("What is 6*7?", "42"), ("What is 3+4?", "7")]
 
 
-def script(sampler, calls: dict[int, str] = CALLS, install: bool = True) -> dict:
-    """Every trainer `sampler` builds samples by this script (with `install`): on the first turn, the batch's rows in
-    `calls` call python(code) and the others answer \\boxed{7}; after a tool result, "so \\boxed{42}". Returns the
-    token ids of each scripted turn, for counts by hand, and the scripted turn itself ("turn")."""
+def script(sampler, calls: dict[int, str] = CALLS, install: bool = True, per_problem: int = N) -> dict:
+    """Every trainer `sampler` builds samples by this script (with `install`): on the first turn, each problem's
+    samples whose index is in `calls` call python(code) and the others answer \\boxed{7}; after a tool result, "so
+    \\boxed{42}". A batch holds whole problems of `per_problem` samples each, in order (eval/tools/trl_sampling.pack),
+    so a row's sample index is its place in the batch modulo `per_problem`. Returns the token ids of each scripted
+    turn, for counts by hand, and the scripted turn itself ("turn")."""
     tokenizer = sampler.tokenizer
     prompt = [{"role": "user", "content": "x"}]
     before = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=False)
@@ -39,7 +41,7 @@ def script(sampler, calls: dict[int, str] = CALLS, install: bool = True) -> dict
 
     def turn(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         if "<tool_response>" not in tokenizer.decode(prompt_ids[0]):
-            ids = [turns["calls"].get(row, turns["plain"]) for row in range(len(prompt_ids))]
+            ids = [turns["calls"].get(row % per_problem, turns["plain"]) for row in range(len(prompt_ids))]
         else:
             ids = [turns["after_tool"] for _ in prompt_ids]
         return ids, None
@@ -118,7 +120,26 @@ def test_the_progress_bar_hears_each_batch_as_it_ends(tool_sampler):
         generated = sampler.generate(prompts, params)
     finally:
         SEQUENCES_DONE.reset(listening)
-    assert heard == [N] * len(PROBLEMS) and [len(samples) for samples in generated] == heard
+    # batches of 8 rows hold both problems' 4 samples: one generation, heard once
+    assert heard == [N * len(PROBLEMS)] and [len(samples) for samples in generated] == [N] * len(PROBLEMS)
+
+
+def test_problems_share_a_batch_up_to_its_size_and_a_problem_is_cut_in_batch_sized_pieces():
+    from eval.tools.trl_sampling import pack
+
+    assert pack(5, 4, 8) == [[(0, 0, 4), (1, 0, 4)], [(2, 0, 4), (3, 0, 4)], [(4, 0, 4)]]
+    assert pack(2, 5, 8) == [[(0, 0, 5)], [(1, 0, 5)]]  # a second problem's 5 would overflow 8
+    assert pack(2, 10, 4) == [[(0, 0, 4)], [(0, 4, 4)], [(0, 8, 2)], [(1, 0, 4)], [(1, 4, 4)], [(1, 8, 2)]]
+    assert pack(3, 3, 4) == [[(0, 0, 3)], [(1, 0, 3)], [(2, 0, 3)]] and pack(4, 2, 4) == [
+        [(0, 0, 2), (1, 0, 2)],
+        [(2, 0, 2), (3, 0, 2)],
+    ]
+    assert pack(0, 4, 8) == [] and pack(3, 1, 64) == [[(0, 0, 1), (1, 0, 1), (2, 0, 1)]]
+    for problems, count, size in [(7, 3, 8), (3, 9, 4), (16, 4, 64)]:  # every sample once, no batch over size
+        batches = pack(problems, count, size)
+        assert all(sum(piece[2] for piece in batch) <= size for batch in batches)
+        drawn = sorted((p, start + i) for batch in batches for p, start, n in batch for i in range(n))
+        assert drawn == [(p, i) for p in range(problems) for i in range(count)]
 
 
 def test_each_record_keeps_the_conversation_and_its_counts(tool_run):
@@ -271,9 +292,7 @@ def test_the_model_token_cap_counts_each_rows_own_tokens_across_turns():
 @pytest.fixture(scope="module")
 def budget_run(tiny_model_dir, problems_file, tmp_path_factory):
     """eval.evaluate --tools python --budgets ..., its turns scripted under the sampler's own generation override
-    (TRL's `_generate_single_turn`, which the cap wraps), so that the cap acts on the script's turns."""
-    import trl
-
+    (the trainer's `_decode_turn`, which the cap wraps), so that the cap acts on the script's turns."""
     from eval.tools.trl_sampling import make_tool_sampler
 
     sampler = make_tool_sampler(str(tiny_model_dir), ["python"], {"timeout_s": 2.0}, max_tool_calls=2, batch_size=8)
@@ -284,8 +303,15 @@ def budget_run(tiny_model_dir, problems_file, tmp_path_factory):
     out = tmp_path_factory.mktemp("tool_budgets")
     import eval.evaluate as evaluate
 
+    build = sampler._build
+
+    def scripted_build(params):
+        trainer = build(params)
+        trainer._decode_turn = scripted
+        return trainer
+
+    sampler._build = scripted_build
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn", lambda self, *args: scripted(*args))
         monkeypatch.setattr(evaluate, "make_tool_sampler", lambda *args, **kwargs: sampler)
         evaluate.main(
             ["--model", str(tiny_model_dir), "--dataset", str(problems_file), "--n", str(N), "--k", "1",
@@ -319,3 +345,23 @@ def test_a_budget_caps_the_models_tokens_and_not_the_tools(budget_run):
     assert sorted(curve, key=int) == [str(budget) for budget in sorted(budgets)]
     assert all("mean_model_tokens" in point for point in curve.values())
     assert curve[str(budgets[0])]["mean_model_tokens"] < curve["1000"]["mean_model_tokens"]
+
+
+def test_a_turn_is_decoded_as_trls_generate_decodes_it_greedily(tiny_model_dir):
+    """The sampler's turns go through eval.decoding (a repeated prompt prefilled once, a finished row out of the
+    batch) instead of TRL's `generate`: greedy, both give the same tokens, prompts of several lengths in one batch."""
+    import trl
+
+    from eval.sampling import SamplingParams
+    from eval.tools.trl_sampling import make_tool_sampler
+
+    sampler = make_tool_sampler(str(tiny_model_dir), ["python"], {"timeout_s": 2.0}, max_tool_calls=1, batch_size=8)
+    try:
+        trainer = sampler.trainer_for(SamplingParams(temperature=0, max_new_tokens=12))
+        encode = sampler.tokenizer.encode
+        prompt_ids = [encode("What is 6*7?"), encode("What is 6*7?"), encode("Add 3 and 4, then double it."), [5]]
+        ours, _ = trainer._decode_turn(prompt_ids, None, {}, 1)
+        theirs, _ = trl.GRPOTrainer._generate_single_turn(trainer, prompt_ids, None, {}, 1)
+    finally:
+        sampler.close()
+    assert ours == theirs and all(0 < len(row) <= 12 for row in ours)
