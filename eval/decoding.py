@@ -97,13 +97,16 @@ def sample_tokens(
     pad_id: int,
     pick: Pick,
     logprobs: list[list[float]] | None = None,
+    share_prefixes: bool = False,
 ) -> list[list[int]]:
     """The generated token ids of each prompt (one row each), the stop token included when one was emitted.
 
-    `prompts` are token ids (no padding). Rows with the same prompt share one prefill. The model is run in
-    eval mode (dropout off) and put back as it was. When `pick` also returns log-probabilities (a
-    `global_sampler(..., with_logprobs=True)`), pass a list as `logprobs`: it receives one list a row, the
-    log-probability each generated token was sampled with.
+    `prompts` are token ids (no padding). Rows with the same prompt share one prefill; with `share_prefixes`,
+    prompts that start alike share the prefill of what they have in common too (`shared_prefixes`: a tool loop's
+    later turns, each its group's prompt and its own turns so far). The model is run in eval mode (dropout off)
+    and put back as it was. When `pick` also returns log-probabilities (a `global_sampler(...,
+    with_logprobs=True)`), pass a list as `logprobs`: it receives one list a row, the log-probability each
+    generated token was sampled with.
     """
     if not prompts:
         return []
@@ -119,14 +122,27 @@ def sample_tokens(
     was_training = model.training
     model.eval()
     try:
-        input_ids, mask = (tensor.to(device) for tensor in _left_pad(list(distinct), pad_id))
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = reserved_cache(max_new_tokens)
         cache_name = cache_argument(model)
+        groups = shared_prefixes(list(distinct)) if share_prefixes else None
+        if groups is None:
+            input_ids, mask = (tensor.to(device) for tensor in _left_pad(list(distinct), pad_id))
+            cache = reserved_cache(max_new_tokens)
+        else:  # the groups' common prefixes once, then each distinct prompt's rest on top of its group's
+            heads, owner, rests = groups
+            head_ids, head_mask = (tensor.to(device) for tensor in _left_pad(heads, pad_id))
+            rest_ids, rest_mask = (tensor.to(device) for tensor in _left_pad(rests, pad_id))
+            cache = reserved_cache(max_new_tokens + rest_ids.shape[1])
+            head_positions = (head_mask.cumsum(-1) - 1).clamp(min=0)
+            model(input_ids=head_ids, attention_mask=head_mask, position_ids=head_positions,
+                  **{cache_name: cache}, use_cache=True, logits_to_keep=1)  # fmt: skip
+            owner = torch.tensor(owner, dtype=torch.long, device=device)
+            cache.batch_select_indices(owner)
+            input_ids, mask = rest_ids, torch.cat([head_mask.index_select(0, owner), rest_mask], dim=-1)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
         out = model(
             input_ids=input_ids,
             attention_mask=mask,
-            position_ids=positions,
+            position_ids=positions[:, -input_ids.shape[1] :],
             **{cache_name: cache},
             use_cache=True,
             logits_to_keep=1,
@@ -177,6 +193,53 @@ def sample_tokens(
     finally:
         if was_training:
             model.train()
+
+
+# The fewest tokens two prompts must have in common for shared_prefixes to prefill them once: below it the extra
+# forward pass costs more than the tokens it saves.
+MIN_SHARED_PREFIX = 32
+
+
+def shared_prefixes(prompts: list[tuple[int, ...]]) -> tuple[list, list[int], list] | None:
+    """Distinct prompts grouped by a common start: (each group's prefix, each prompt's group, each prompt's rest), or
+    None when no two prompts share MIN_SHARED_PREFIX tokens. In sorted order, neighbours whose common start is at
+    least MIN_SHARED_PREFIX long join one group, whose prefix is what all of its prompts have in common (the least
+    of its neighbours' common starts), less one token where a prompt would be left with nothing: a prompt's last
+    token is run with the rest, since its logits give the first new token. A prompt alone is a group of its own
+    with its whole prompt but its last token as the prefix. Our own: transformers' generate has no shared prefill;
+    vLLM's prefix caching does this on the GPU."""
+
+    def common(a, b) -> int:
+        length = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            length += 1
+        return length
+
+    order = sorted(range(len(prompts)), key=lambda index: prompts[index])
+    runs, shared = [[order[0]]], []
+    for before, index in zip(order, order[1:], strict=False):
+        length = common(prompts[before], prompts[index])
+        if length >= MIN_SHARED_PREFIX:
+            runs[-1].append(index)
+            shared.append(length)
+        else:
+            runs.append([index])
+    if not shared:
+        return None
+    heads, owner, rests = [], [0] * len(prompts), [None] * len(prompts)
+    at = 0
+    for run in runs:
+        run_shared = shared[at : at + len(run) - 1]
+        at += len(run) - 1
+        head = min([*run_shared, *(len(prompts[index]) - 1 for index in run)])
+        for index in run:
+            owner[index], rests[index] = len(heads), prompts[index][head:]
+        heads.append(prompts[run[0]][:head])
+    if any(not head for head in heads):  # a one-token prompt: nothing to share ahead of it, so no split at all
+        return None
+    return heads, owner, rests
 
 
 def reserved_cache(extra_tokens: int):

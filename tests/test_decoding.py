@@ -53,6 +53,45 @@ def test_greedy_tokens_are_generates(which, smol_standin_dir):
     assert any(len(row) < 24 for row in expected) or which == "smol_standin"  # the tiny model stops early
 
 
+def test_shared_prefixes_group_prompts_by_their_common_start_by_hand(monkeypatch):
+    import eval.decoding as decoding
+
+    monkeypatch.setattr(decoding, "MIN_SHARED_PREFIX", 3)
+    a, b, c, d = (1, 2, 3, 4, 5), (1, 2, 3, 4, 6, 7), (1, 2, 3, 9), (8, 8, 8, 8)
+    heads, owner, rests = decoding.shared_prefixes([a, b, c, d])
+    # sorted: a, b, c, d; a-b share 4, b-c 3, c-d 0: groups {a, b, c} (prefix 3) and {d} (all but its last token)
+    assert heads == [(1, 2, 3), (8, 8, 8)] and owner == [0, 0, 0, 1]
+    assert rests == [(4, 5), (4, 6, 7), (9,), (8,)]
+    # a prompt that is all prefix keeps its last token for the second pass
+    heads, owner, rests = decoding.shared_prefixes([(1, 2, 3), (1, 2, 3, 4)])
+    assert heads == [(1, 2)] and rests == [(3,), (3, 4)]
+    assert decoding.shared_prefixes([(1, 2, 9), (1, 2, 8)]) is None  # 2 in common: under the minimum
+    assert decoding.shared_prefixes([(1,), (1, 2, 3, 4)]) is None  # a one-token prompt: nothing to split
+
+
+@pytest.mark.parametrize("which", ["tiny_cold_start", "smol_standin"])
+def test_a_shared_prefix_prefilled_once_decodes_as_generate(which, smol_standin_dir, monkeypatch):
+    """A tool loop's later turns: each a group's prompt and its own turn so far; prefilled as one common prefix
+    then each row's rest, the greedy tokens are generate's."""
+    import eval.decoding as decoding
+
+    monkeypatch.setattr(decoding, "MIN_SHARED_PREFIX", 4)  # the template's start alone groups prompts too
+    folder = SHIPPED_COLD_START if which == "tiny_cold_start" else smol_standin_dir
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    first = chat_prompts(tokenizer, QUESTIONS[:2])
+    turns = [tokenizer.encode(text, add_special_tokens=False) for text in ("4 + 3 = 7", "7", "four", "2 + 2")]
+    prompts = [first[0] + turns[0], first[0] + turns[1], first[0] + turns[1], first[1] + turns[2], first[1] + turns[3]]
+    prompts += [chat_prompts(tokenizer, ["Hi"])[0]]  # one that shares only the template's start
+    heads, _, _ = decoding.shared_prefixes(list(dict.fromkeys(map(tuple, prompts))))
+    assert len(heads) < 5  # the 5 distinct prompts prefill fewer prefixes
+    expected = generate_greedy(model, tokenizer, prompts, 16)
+    shared = sample_tokens(
+        model, prompts, max_new_tokens=16, stop_ids={tokenizer.eos_token_id}, pad_id=tokenizer.pad_token_id,
+        pick=global_sampler(0), share_prefixes=True,
+    )  # fmt: skip
+    assert shared == expected
+
+
 def test_a_lora_model_decodes_as_generate_does():
     tiny_model_dir = SHIPPED_COLD_START
     from peft import LoraConfig, get_peft_model

@@ -93,8 +93,9 @@ def sampling_trainer_class(calls: ToolCalls, caps: ModelTokenCap | None = None):
 
         def _decode_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
             """TRL's transformers turn (a completion a row, its stop token kept, no log-probs) by eval.decoding:
-            a prompt repeated in the batch (a problem's n samples) is prefilled once and a finished row leaves
-            the batch, where TRL's `generate` prefills every row and runs each until the slowest stops."""
+            a prompt repeated in the batch (a problem's n samples) is prefilled once, so is the start that a later
+            turn's prompts share (the tools' system block, the problem), and a finished row leaves the batch, where
+            TRL's `generate` prefills every row whole and runs each until the slowest stops."""
             from eval.decoding import global_sampler, sample_tokens
 
             model = self.accelerator.unwrap_model(self.model)
@@ -102,7 +103,7 @@ def sampling_trainer_class(calls: ToolCalls, caps: ModelTokenCap | None = None):
                 ids = sample_tokens(
                     model, [list(ids) for ids in prompt_ids], max_new_tokens=self.generation_config.max_new_tokens,
                     stop_ids=set(self.eos_token_ids), pad_id=self.processing_class.pad_token_id,
-                    pick=global_sampler(*self.distribution),
+                    pick=global_sampler(*self.distribution), share_prefixes=True,
                 )  # fmt: skip
             return ids, None
 

@@ -68,11 +68,13 @@ def max_new_tokens(trainer) -> int:
 def sampling_limits(trainer) -> dict:
     """Where a GRPO trainer's completion stops, as eval.decoding.sample_tokens takes it: TRL's max_completion_length
     mapped to max_new_tokens (`max_new_tokens`), the stop tokens and the padding; for the trainer's sampling and the
-    rollout worker's alike."""
+    rollout worker's alike. With tools, `share_prefixes`: a later turn's prompts (the group's prompt and each row's
+    turns so far) have their common start prefilled once."""
     return {
         "max_new_tokens": max_new_tokens(trainer),
         "stop_ids": set(trainer.eos_token_ids),
         "pad_id": trl_private.pad_token_id(trainer),
+        "share_prefixes": bool(getattr(trainer, "tools", None)),
     }
 
 

@@ -53,7 +53,7 @@ class Request:
 
     number: int
     prompt_ids: list[list[int]]
-    limits: dict  # max_new_tokens, stop_ids, pad_id: compact_generation.sampling_limits
+    limits: dict  # max_new_tokens, stop_ids, pad_id, share_prefixes: compact_generation.sampling_limits
     distribution: tuple[float, float, int | None]  # temperature, top_p, top_k
     rng_state: torch.Tensor | None = None  # the trainer's torch RNG state, or None: `seed`
     seed: int = 0
