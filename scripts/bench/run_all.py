@@ -32,6 +32,7 @@ DESCRIPTIONS = {
     "grpo_overhead": "recipes/grpo.py's trainer vs bare trl.GRPOTrainer: s/step (target <= 1.05)",
     "sample_efficiency": "GRPO, DAPO, ablations and controls over seeds: held-out pass@1 vs completions sampled",
     "tool_cost": "a python-tool call vs plain python -c (target <= 2x); a tool-using GRPO step's timing_s/tools",
+    "tool_sampling": "sampling with tools: TRL's generate a problem a batch vs batched, eval.decoding, shared prefixes",
     "tool_arms": "what tools buy SmolLM2 on arithmetic-hard: tool DAPO vs text DAPO, SFT and RFT on tool traces",
 }
 
