@@ -81,13 +81,14 @@ ONCE = {
 }
 PROTOCOL = {"dataset": DATASET, "num-rows": 64, "n": 4, "temperature": 0.7, "top-p": 1.0, "max-new-tokens": 256,
             "seeds": [0]}  # fmt: skip
-# Minutes a job should take on a 2-core machine, one process and one thread each beside another job (--dry-run):
-# estimates from docs/demo-real.md's fp32 runs (SFT 13-15 s a step of 8 rows; DAPO 40 s a step of 32 completions of
-# 128 tokens; an evaluation of 768 completions of 128 tokens 4 min), scaled by these runs' lengths (the tool system
-# block makes a tool row about 3x a text row; 256 new tokens double an evaluation; hard problems leave most groups
-# without variance, so dynamic sampling's extra round runs in most steps).
-MINUTES = {"text_cold": 14, "tool_cold": 30, "text_dapo": 40, "tool_dapo": 60, "tool_sft_more": 25, "tool_rft": 40,
-           "eval": 8, "eval_tools": 12}  # fmt: skip
+# Minutes a job takes on a 2-core machine, one process and one thread each beside another job (--dry-run): measured
+# in the first sessions of `--seeds 0 1 2` (timings.json; the machine often loaded further by tests): text_cold 27,
+# tool_cold 79, text_dapo 35-45, tool_dapo 4-5 min a step of 40 (the tool system block makes its prompts 350-390
+# tokens, and dynamic sampling's extra round runs in most steps), an evaluation 9-15 without tools and 48 with them
+# (before shared prefixes). tool_rft samples as many completions as tool_dapo (about 2,560, with the tool) and
+# tool_sft_more trains on about as many tokens as tool_cold: estimates from those.
+MINUTES = {"text_cold": 27, "tool_cold": 79, "text_dapo": 40, "tool_dapo": 190, "tool_sft_more": 80, "tool_rft": 100,
+           "eval": 12, "eval_tools": 45}  # fmt: skip
 FAST = {
     "sft": ["--max_steps", "1", "--dataset_num_rows", "2", "--per_device_train_batch_size", "2"],
     "grpo": demo_real.FAST["dapo"],
