@@ -75,7 +75,6 @@ def missing(trainer) -> list[str]:
 def sampling_trainer_class(calls: ToolCalls, caps: ModelTokenCap | None = None):
     """trl.GRPOTrainer whose tool loop starts each turn's calls side by side (`calls.ahead_of`) and whose turns keep
     to `caps`' model-token budget when one is set; TRL's otherwise."""
-    import torch
     from trl import GRPOTrainer
 
     caps = caps or ModelTokenCap()
@@ -92,22 +91,29 @@ def sampling_trainer_class(calls: ToolCalls, caps: ModelTokenCap | None = None):
             return caps.turn(turn, self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
         def _decode_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-            """TRL's transformers turn (a completion a row, its stop token kept, no log-probs) by eval.decoding:
-            a prompt repeated in the batch (a problem's n samples) is prefilled once, so is the start that a later
-            turn's prompts share (the tools' system block, the problem), and a finished row leaves the batch, where
-            TRL's `generate` prefills every row whole and runs each until the slowest stops."""
-            from eval.decoding import global_sampler, sample_tokens
-
-            model = self.accelerator.unwrap_model(self.model)
-            with torch.no_grad():
-                ids = sample_tokens(
-                    model, [list(ids) for ids in prompt_ids], max_new_tokens=self.generation_config.max_new_tokens,
-                    stop_ids=set(self.eos_token_ids), pad_id=self.processing_class.pad_token_id,
-                    pick=global_sampler(*self.distribution), share_prefixes=True,
-                )  # fmt: skip
-            return ids, None
+            return decode_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images)
 
     return ToolSamplingTrainer
+
+
+def decode_turn(trainer, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+    """TRL's transformers turn (a completion a row, its stop token kept, no log-probs) by eval.decoding: a prompt
+    repeated in the batch (a problem's n samples) is prefilled once, so is the start that a later turn's prompts
+    share (the tools' system block, the problem), and a finished row leaves the batch, where TRL's `generate`
+    prefills every row whole and runs each until the slowest stops. A module function, so that a test can script
+    every sampling trainer's turns at once."""
+    import torch
+
+    from eval.decoding import global_sampler, sample_tokens
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    with torch.no_grad():
+        ids = sample_tokens(
+            model, [list(ids) for ids in prompt_ids], max_new_tokens=trainer.generation_config.max_new_tokens,
+            stop_ids=set(trainer.eos_token_ids), pad_id=trainer.processing_class.pad_token_id,
+            pick=global_sampler(*trainer.distribution), share_prefixes=True,
+        )  # fmt: skip
+    return ids, None
 
 
 def generate_and_score(trainer, rows: list[dict]) -> dict:

@@ -6,8 +6,9 @@ on two problems, each checked for its tool figures and for what it kept or maske
 A 2-step cold start does not make the model call the tool, so the rows at even places of each batch have their
 first turn scripted (a python call that computes the answer) and, after a tool's result, their answer (the result,
 boxed); every other turn, and every odd row, is the real model's own generation. The scripted turns are wrapped
-around TRL's `_generate_single_turn`, which its tool loop calls for every turn: the real tool template renders the
-call, TRL parses it, the sandbox runs it, and the masks, records and kept rows are the code's own.
+around the turn TRL's tool loop calls for every turn (RLVRGRPOTrainer's `_generate_single_turn`, the tool sampler's
+`decode_turn`): the real tool template renders the call, TRL parses it, the sandbox runs it, and the masks, records
+and kept rows are the code's own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 import re
 
 import pytest
-from trl import GRPOTrainer, ModelConfig, SFTConfig
+from trl import ModelConfig, SFTConfig
 
 from recipes import grpo, sft
 from recipes import rejection_sampling as rs
@@ -77,10 +78,13 @@ class Script:
 
 @pytest.fixture
 def scripted(monkeypatch):
-    """Every GRPO trainer (RLVRGRPOTrainer, and TRL's that the tool sampler builds) samples by the Script."""
+    """Every GRPO trainer samples by the Script: RLVRGRPOTrainer, and the tool sampler's (its turns are
+    eval.tools.trl_sampling.decode_turn's)."""
+    from eval.tools import trl_sampling
+
     script = Script()
-    for cls in (RLVRGRPOTrainer, GRPOTrainer):
-        monkeypatch.setattr(cls, "_generate_single_turn", script.wrap(cls._generate_single_turn))
+    monkeypatch.setattr(RLVRGRPOTrainer, "_generate_single_turn", script.wrap(RLVRGRPOTrainer._generate_single_turn))
+    monkeypatch.setattr(trl_sampling, "decode_turn", script.wrap(trl_sampling.decode_turn))
     return script
 
 
@@ -161,7 +165,7 @@ def test_the_tool_path_on_the_real_model(real_model, tmp_path, monkeypatch, scri
     )  # fmt: skip
     folder = next(path for path in out.iterdir() if path.is_dir())
     samples = [json.loads(line) for line in (folder / "samples.jsonl").open()]
-    callers = [sample for sample in samples if sample["index"] == 0]  # each problem's batch: row 0 scripted
+    callers = [sample for sample in samples if sample["index"] == 0]  # even rows scripted: each problem's sample 0
     assert len(samples) == 4 and len(callers) == 2
     golds = {row["id"]: row["answer"] for row in map(json.loads, (folder / "per_problem.jsonl").open())}
     questions = {problem_id: next(q for q, a in PROBLEMS if a == gold) for problem_id, gold in golds.items()}
