@@ -28,6 +28,7 @@ drawing from the right stream as rows leave. `global_sampler` draws from torch's
 from __future__ import annotations
 
 import contextvars
+import os
 from collections.abc import Callable, Sequence
 
 import torch
@@ -209,18 +210,10 @@ def shared_prefixes(prompts: list[tuple[int, ...]]) -> tuple[list, list[int], li
     with its whole prompt but its last token as the prefix. Our own: transformers' generate has no shared prefill;
     vLLM's prefix caching does this on the GPU."""
 
-    def common(a, b) -> int:
-        length = 0
-        for x, y in zip(a, b, strict=False):
-            if x != y:
-                break
-            length += 1
-        return length
-
     order = sorted(range(len(prompts)), key=lambda index: prompts[index])
     runs, shared = [[order[0]]], []
     for before, index in zip(order, order[1:], strict=False):
-        length = common(prompts[before], prompts[index])
+        length = len(os.path.commonprefix([prompts[before], prompts[index]]))
         if length >= MIN_SHARED_PREFIX:
             runs[-1].append(index)
             shared.append(length)
