@@ -239,6 +239,38 @@ def run_jobs(jobs: list[Job], cores: int, finished_names: set[str]) -> dict[str,
     return minutes
 
 
+def plan_minutes(plan: list[tuple[str, float, list[str]]], cores: int) -> dict:
+    """What run_jobs would take for `plan`, (name, minutes, the names it waits for) in list order, one core a job:
+    "wall", the minutes until the last ends when each starts as run_jobs starts it (in list order, as soon as
+    what it waits for has ended and a core is free), and "chain", the longest run of jobs that wait for one
+    another, with its "chain_minutes": no number of cores makes the whole shorter than that. A name waited for
+    that is not in the plan has ended already."""
+    minutes = {name: job_minutes for name, job_minutes, _ in plan}
+    after = {name: [other for other in waits if other in minutes] for name, _, waits in plan}
+    pending, running, ended, now = [name for name, _, _ in plan], {}, set(), 0.0  # running: name -> its end
+    while pending or running:
+        for name in list(pending):
+            if len(running) < cores and all(other in ended for other in after[name]):
+                pending.remove(name)
+                running[name] = now + minutes[name]
+        if not running:
+            raise ValueError(f"nothing can start: {pending} wait for one another")
+        now = min(running.values())
+        for name in [name for name, end in running.items() if end == now]:
+            del running[name]
+            ended.add(name)
+    longest: dict[str, tuple[float, list[str]]] = {}  # name -> (minutes of the longest chain ending with it, chain)
+
+    def chain_to(name: str) -> tuple[float, list[str]]:
+        if name not in longest:  # no cycle: the schedule above ended every job
+            before = max((chain_to(other) for other in after[name]), default=(0.0, []), key=lambda item: item[0])
+            longest[name] = (before[0] + minutes[name], [*before[1], name])
+        return longest[name]
+
+    chain_minutes, chain = max((chain_to(name) for name in minutes), default=(0.0, []), key=lambda item: item[0])
+    return {"wall": now, "chain": chain, "chain_minutes": chain_minutes}
+
+
 def run(args: argparse.Namespace) -> dict:
     out = args.output_dir
     (out / "logs").mkdir(parents=True, exist_ok=True)

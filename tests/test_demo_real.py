@@ -158,3 +158,22 @@ def test_a_stage_run_in_process_ends_as_its_subprocess_would(tmp_path, monkeypat
     assert demo_real.parse_args(["--in-process"]).processes == 1
     with pytest.raises(SystemExit):
         demo_real.parse_args(["--in-process", "--processes", "2"])
+
+
+def test_plan_minutes_schedules_as_run_jobs_does_by_hand():
+    # A 10 then B 20 (after A); C 5 then D 30 (after C); E 1, after a job that has ended already (not in the plan).
+    plan = [("A", 10, []), ("B", 20, ["A"]), ("C", 5, []), ("D", 30, ["C"]), ("E", 1, ["ended"])]
+    # 2 cores: A and C start at 0; at 5 C ends and D starts (B still waits for A); at 10 A ends and B starts; at 30
+    # B ends and E starts (ends 31); D ends at 35.
+    two = demo_real.plan_minutes(plan, 2)
+    assert two == {"wall": 35, "chain": ["C", "D"], "chain_minutes": 35}
+    # 1 core, in list order: A 0-10, B 10-30, C 30-35, D 35-65, E 65-66: the sum.
+    assert demo_real.plan_minutes(plan, 1)["wall"] == 66
+    # enough cores: the longest chain, C -> D.
+    assert demo_real.plan_minutes(plan, 8)["wall"] == 35
+    # a job listed before the one it waits for still starts after it ends: B 0-20 (after A), A 20-30 on 1 core
+    assert demo_real.plan_minutes([("B", 10, ["A"]), ("A", 20, [])], 1) == {
+        "wall": 30, "chain": ["A", "B"], "chain_minutes": 30
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="wait for one another"):
+        demo_real.plan_minutes([("A", 1, ["B"]), ("B", 1, ["A"])], 2)

@@ -74,8 +74,15 @@ def test_the_plan_waits_for_tool_dapo_and_the_dry_run_counts_minutes(tmp_path, c
     m = tool_arms.MINUTES
     core_minutes = m["text_cold"] + m["tool_cold"] + 2 * (m["text_dapo"] + m["tool_dapo"] + m["tool_sft_more"])
     core_minutes += 2 * m["tool_rft"] + 2 * (m["eval"] + m["eval_tools"]) + 2 * (m["eval"] + 3 * m["eval_tools"])
-    assert plan["minutes"] == pytest.approx(core_minutes / 2)
-    assert "22 jobs to do" in capsys.readouterr().out
+    assert sum(minutes for _, minutes in plan["jobs"]) == pytest.approx(core_minutes)
+    # the longest chain: the tool cold start, a seed's tool DAPO, its RFT arm and that arm's evaluation with the tool
+    longest = m["tool_cold"] + m["tool_dapo"] + max(m["tool_rft"], m["tool_sft_more"]) + m["eval_tools"]
+    assert plan["chain_minutes"] == pytest.approx(longest) and plan["chain"][:2] == ["tool_cold", "tool_dapo_s0"]
+    assert core_minutes / 2 <= plan["minutes"] <= core_minutes / 2 + longest  # list scheduling's bound
+    printed = capsys.readouterr().out
+    assert "22 jobs to do" in printed and f"is {longest:.0f} min" in printed
+    wide = tool_arms.main(["--seeds", "0", "1", "--output-dir", str(tmp_path), "--dry-run", "--cores", "16"])
+    assert wide["minutes"] == pytest.approx(longest)  # every chain side by side: the longest is the whole
     (tmp_path / "tool_cold").mkdir()
     (tmp_path / "tool_cold" / "run_card.json").write_text("{}")  # finished: skipped, nothing waits for it
     order = [job.name for job in tool_arms.jobs(args, tmp_path / "base")]

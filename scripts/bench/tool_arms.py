@@ -2,7 +2,7 @@
 before the first run is docs/readouts/what-tools-buy.md, and this bench runs exactly its arms).
 
     python scripts/bench/tool_arms.py --seeds 0 1 2              # everything, two jobs at a time, resumable
-    python scripts/bench/tool_arms.py --seeds 0 1 2 --dry-run    # what is still to do and its minutes
+    python scripts/bench/tool_arms.py --seeds 0 1 2 --dry-run    # what is still to do, its minutes and its longest chain
     python scripts/bench/tool_arms.py --fast --model DIR         # plumbing only (the test suite runs it on a stand-in)
     python scripts/bench/tool_arms.py --report-only              # the report of what has finished; starts nothing
 
@@ -325,16 +325,18 @@ def timed(args: argparse.Namespace, name: str, start, done=None):
     return timed_start, timed_done
 
 
-def estimate(args: argparse.Namespace) -> tuple[list[tuple[str, float]], float]:
-    """(job, minutes) of what is still to do, and the minutes on --cores cores if the cores stay busy."""
+def estimate(args: argparse.Namespace) -> tuple[list[tuple[str, float]], dict]:
+    """(job, minutes) of what is still to do, and demo_real.plan_minutes of it on --cores cores: the wall-clock
+    minutes and the longest chain of jobs that wait for one another (more cores do not shorten that)."""
     plan = []
     for job in jobs(args, args.model or args.model_dir):
         if job.name.startswith("eval_"):
             tools = evaluations(args)[job.name.removeprefix("eval_")][1]
-            plan.append((job.name, MINUTES["eval_tools" if tools else "eval"]))
+            plan.append((job.name, MINUTES["eval_tools" if tools else "eval"], job.after))
         else:
-            plan.append((job.name, MINUTES[job.name if job.name in COLD else job.name.rpartition("_s")[0]]))
-    return plan, sum(minutes for _, minutes in plan) / args.cores
+            name = job.name if job.name in COLD else job.name.rpartition("_s")[0]
+            plan.append((job.name, MINUTES[name], job.after))
+    return [(name, minutes) for name, minutes, _ in plan], demo_real.plan_minutes(plan, args.cores)
 
 
 def report(args: argparse.Namespace, quiet: bool = False) -> dict:
@@ -351,12 +353,15 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args = parse_args(argv)
     if args.dry_run:
-        plan, minutes = estimate(args)
+        plan, timing = estimate(args)
         for name, job_minutes in plan:
             print(f"  {name:28s} {job_minutes:4.0f} min")
+        minutes, chain = timing["wall"], timing["chain_minutes"]
         print(f"{len(plan)} jobs to do, {sum(m for _, m in plan):.0f} core-minutes: about {minutes:.0f} min "
-              f"({minutes / 60:.1f} h) on {args.cores} cores")  # fmt: skip
-        return {"jobs": plan, "minutes": minutes}
+              f"({minutes / 60:.1f} h) on {args.cores} cores, one job a core; the longest chain of jobs that wait "
+              f"for one another, {' -> '.join(timing['chain'])}, is {chain:.0f} min ({chain / 60:.1f} h) "
+              f"whatever the cores")  # fmt: skip
+        return {"jobs": plan, "minutes": minutes, "chain": timing["chain"], "chain_minutes": chain}
     if not args.report_only:
         if args.model is not None:
             base = args.model
