@@ -209,19 +209,27 @@ class Job:
         self.began = 0.0
 
 
+def starting(pending: list[Job], free: int, ended: set[str]) -> list[Job]:
+    """The jobs of `pending` that start now, in list order: each whose `after` have all ended, while its cores are
+    free (run_jobs starts them; plan_minutes simulates it)."""
+    chosen = []
+    for job in pending:
+        if job.cores <= max(free, 0) and all(name in ended for name in job.after):
+            chosen.append(job)
+            free -= job.cores
+    return chosen
+
+
 def run_jobs(jobs: list[Job], cores: int, finished_names: set[str]) -> dict[str, float]:
     """Run the jobs, each as soon as its predecessors are done and its cores are free, in list order; the
     minutes each took. A failed job stops the demo (with its log's end) once the running ones are stopped."""
     pending, running, minutes = list(jobs), [], {}
     while pending or running:
-        free = cores - sum(job.cores for job in running)
-        for job in list(pending):
-            if job.cores <= max(free, 0) and all(name in finished_names for name in job.after):
-                job.began = time.time()
-                job.process, job.log = job.start()
-                pending.remove(job)
-                running.append(job)
-                free -= job.cores
+        for job in starting(pending, cores - sum(job.cores for job in running), finished_names):
+            job.began = time.time()
+            job.process, job.log = job.start()
+            pending.remove(job)
+            running.append(job)
         if not running:
             missing = sorted({name for job in pending for name in job.after} - finished_names)
             raise SystemExit(f"demo-real: nothing can start; waiting for {missing}")
@@ -247,18 +255,18 @@ def plan_minutes(plan: list[tuple[str, float, list[str]]], cores: int) -> dict:
     that is not in the plan has ended already."""
     minutes = {name: job_minutes for name, job_minutes, _ in plan}
     after = {name: [other for other in waits if other in minutes] for name, _, waits in plan}
-    pending, running, ended, now = [name for name, _, _ in plan], {}, set(), 0.0  # running: name -> its end
+    pending = [Job(name, 1, after[name], start=None) for name, _, _ in plan]
+    running, ended, now = {}, set(), 0.0  # running: job -> the minute it ends
     while pending or running:
-        for name in list(pending):
-            if len(running) < cores and all(other in ended for other in after[name]):
-                pending.remove(name)
-                running[name] = now + minutes[name]
+        for job in starting(pending, cores - len(running), ended):
+            pending.remove(job)
+            running[job] = now + minutes[job.name]
         if not running:
-            raise ValueError(f"nothing can start: {pending} wait for one another")
+            raise ValueError(f"nothing can start: {[job.name for job in pending]} wait for one another")
         now = min(running.values())
-        for name in [name for name, end in running.items() if end == now]:
-            del running[name]
-            ended.add(name)
+        for job in [job for job, end in running.items() if end == now]:
+            del running[job]
+            ended.add(job.name)
     longest: dict[str, tuple[float, list[str]]] = {}  # name -> (minutes of the longest chain ending with it, chain)
 
     def chain_to(name: str) -> tuple[float, list[str]]:
